@@ -1,0 +1,70 @@
+# One entry point for users and CI. Every target sets itself up on a fresh machine.
+#   make serve   - start Triton (TensorRT path on a GPU host, CPU path with PyTriton's tritonserver elsewhere)
+#   make test    - build the plugin library against every vendored TensorRT header set, run the
+#                  plugin harness checks that this machine can run, then the Python test-suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+BUILD_DIR ?= build
+# TensorRT header sets the library is compiled against (public headers, never copied into the repo).
+TRT_VENDOR_DIR ?= ../shared/vendor/tensorrt
+TRT_VERSIONS ?= 10.13.3 11.1
+# Empty: CMake picks `native` GPUs when present, else the documented Turing..Blackwell list.
+CUDA_ARCHITECTURES ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: help venv plugins harness-check pytest test lint format serve loadtest clean
+
+help:
+	@echo "make serve | make test | make plugins | make harness-check | make lint | make loadtest"
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set.
+plugins:
+	@set -e; for v in $(TRT_VERSIONS); do \
+	  echo "== plugin library against TensorRT $$v headers"; \
+	  cmake -S plugins -B $(BUILD_DIR)/trt-$$v -DCMAKE_BUILD_TYPE=Release \
+	    -DTENSORRT_INCLUDE_DIR=$(abspath $(TRT_VENDOR_DIR))/$$v/include \
+	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)") > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
+	    || { mkdir -p $(BUILD_DIR); cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
+	  cmake --build $(BUILD_DIR)/trt-$$v -j $(JOBS); \
+	done
+
+# Plays TensorRT's part against every library built above (GPU checks run only where a GPU is).
+harness-check: plugins
+	@set -e; for v in $(TRT_VERSIONS); do \
+	  echo "== harness, TensorRT $$v headers"; \
+	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
+	done
+
+pytest: venv
+	$(PY) -m pytest -q
+
+test: harness-check pytest
+
+lint: venv
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	clang-format --dry-run --Werror $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+
+format: venv
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+	clang-format -i $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+
+serve: venv
+	$(PY) scripts/serve.py $(SERVE_ARGS)
+
+loadtest: venv
+	$(PY) -m loadtests $(LOADTEST_ARGS)
+
+clean:
+	rm -rf $(BUILD_DIR)
