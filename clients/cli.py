@@ -1,0 +1,379 @@
+"""`python -m clients <command>`: infer, l2norm, eval, health, with the same connection flags on each.
+
+Every command checks the server and the model (readiness, tensor names, dtypes, shapes) before it sends
+data, and every failure ends with one readable `error: ...` line block on stderr and a distinct exit code
+(see clients/errors.py and clients/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+
+from clients import errors
+from clients.shm import SHARED_MEMORY_KINDS
+from clients.triton import (
+    DEFAULT_RETRIES,
+    DEFAULT_TIMEOUT_S,
+    DEFAULT_URLS,
+    PROTOCOLS,
+    ConnectionSettings,
+    normalize_url,
+)
+
+# Header that opens Triton's restricted APIs (shared memory registration, repository index) on servers
+# started by scripts/serve.py; same name as trt_plugin_kit.serving.ADMIN_HEADER.
+ADMIN_HEADER = "triton-admin-key"
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows meaningful defaults in --help (not None/False/empty) and keeps the examples' line breaks."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        unset = default is None or default is False or default == argparse.SUPPRESS
+        if "default" in text or unset or (isinstance(default, (str, list)) and not default):
+            return text
+        if action.option_strings or action.nargs in (argparse.OPTIONAL, argparse.ZERO_OR_MORE):
+            text += " (default: %(default)s)"
+        return text
+
+
+def _paragraph(text: str) -> str:
+    """Descriptions are wrapped here because the formatter keeps line breaks (for the examples)."""
+    return textwrap.fill(text, width=100)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text}")
+    return value
+
+
+def _header(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def _connection_parser() -> argparse.ArgumentParser:
+    """Flags every command shares (long options only, same meaning everywhere)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    group = parser.add_argument_group("connection")
+    group.add_argument(
+        "--protocol", choices=PROTOCOLS, default="grpc", help="protocol to talk to Triton with"
+    )
+    group.add_argument(
+        "--url",
+        default=None,
+        metavar="HOST:PORT",
+        help=f"Triton endpoint (default: {DEFAULT_URLS['grpc']} for grpc, {DEFAULT_URLS['http']} for http)",
+    )
+    group.add_argument(
+        "--model-version", default="", metavar="VERSION", help="model version ('' = server's choice)"
+    )
+    group.add_argument(
+        "--timeout",
+        type=_positive_float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help="per-request timeout",
+    )
+    group.add_argument(
+        "--retries",
+        type=_non_negative_int,
+        metavar="N",
+        default=DEFAULT_RETRIES,
+        help="retries (exponential backoff) when the server cannot be reached; timeouts are not retried",
+    )
+    group.add_argument(
+        "--header",
+        type=_header,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra HTTP header / gRPC metadata sent with every request (repeatable)",
+    )
+    group.add_argument(
+        "--admin-key",
+        default=os.environ.get(ADMIN_KEY_ENV) or None,
+        metavar="KEY",
+        help=f"sends '{ADMIN_HEADER}: KEY', which servers from `make serve` require for shared memory "
+        f"registration and the repository index (default: ${ADMIN_KEY_ENV})",
+    )
+    tls = parser.add_argument_group("TLS")
+    tls.add_argument("--ssl", action="store_true", help="use TLS (HTTPS / secure gRPC channel)")
+    tls.add_argument(
+        "--root-certificates", metavar="FILE", help="PEM CA certificates to verify the server with"
+    )
+    tls.add_argument("--private-key", metavar="FILE", help="PEM private key for client authentication")
+    tls.add_argument("--certificate-chain", metavar="FILE", help="PEM client certificate chain")
+    tls.add_argument(
+        "--insecure", action="store_true", help="HTTPS only: do not verify the server certificate"
+    )
+    parser.add_argument("--verbose", action="store_true", help="print tritonclient's request/response traces")
+    return parser
+
+
+def _shared_memory_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("shared memory")
+    group.add_argument(
+        "--shared-memory",
+        choices=SHARED_MEMORY_KINDS,
+        default="none",
+        help="pass tensors through shared memory: system (client on the server's host) or cuda (needs a GPU "
+        "and cuda-python)",
+    )
+    group.add_argument(
+        "--cuda-device", type=_non_negative_int, default=0, metavar="ID", help="GPU for --shared-memory cuda"
+    )
+
+
+def _throughput_arguments(
+    parser: argparse.ArgumentParser, batch_size: int, concurrency: int, what: str
+) -> None:
+    parser.add_argument(
+        "--batch-size", type=_positive_int, default=batch_size, metavar="N", help=f"{what} per request"
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=concurrency,
+        metavar="N",
+        help="requests in flight at the same time",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _connection_parser()
+    parser = argparse.ArgumentParser(
+        prog="python -m clients",
+        description=_paragraph("Clients for the trt_plugin_kit models on Triton (gRPC or HTTP)."),
+        formatter_class=_HelpFormatter,
+        epilog="Run `python -m clients COMMAND --help` for the flags of a command.\n"
+        "Exit codes: 0 ok, 1 failed, 2 usage, 3 server unreachable, 4 model not ready/unknown, "
+        "5 wrong model, 6 timeout, 7 bad input.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    infer = commands.add_parser(
+        "infer",
+        parents=[common],
+        formatter_class=_HelpFormatter,
+        help="classify digit images (top-k with labels)",
+        description=_paragraph(
+            "Classify images: encoded PNG/JPEG bytes to mnist_pipeline, or with --raw preprocessed "
+            "tensors to mnist. Prints the top-k classes with their labels "
+            "(Triton's classification extension)."
+        ),
+        epilog="examples:\n  python -m clients infer digits/ --top-k 3\n"
+        "  python -m clients infer --protocol http --raw 'digits/*.png' --json",
+    )
+    infer.add_argument("images", nargs="+", metavar="IMAGE", help="image files, directories or glob patterns")
+    infer.add_argument(
+        "--raw", action="store_true", help="preprocess on the client and send tensors to the mnist model"
+    )
+    infer.add_argument(
+        "--model", default=None, help="model name (default: mnist_pipeline, or mnist with --raw)"
+    )
+    infer.add_argument(
+        "--top-k", type=_positive_int, default=3, metavar="K", help="classes to show per image (at most 10)"
+    )
+    infer.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    _throughput_arguments(infer, batch_size=8, concurrency=4, what="images")
+    _shared_memory_arguments(infer)
+
+    l2norm = commands.add_parser(
+        "l2norm",
+        parents=[common],
+        formatter_class=_HelpFormatter,
+        help="L2-normalize vectors with the l2norm model",
+        description=_paragraph(
+            "Send vectors (rows of a .npy array, lines of a CSV file, or stdin) to the l2norm "
+            "model and print or save the normalized vectors."
+        ),
+        epilog="examples:\n  python -m clients l2norm vectors.npy --output normalized.npy\n"
+        "  echo '3,4' | python -m clients l2norm --protocol http",
+    )
+    l2norm.add_argument(
+        "source",
+        nargs="?",
+        default="-",
+        metavar="INPUT",
+        help=".npy or CSV file; '-' reads stdin (.npy or text)",
+    )
+    l2norm.add_argument("--model", default="l2norm", help="model name")
+    l2norm.add_argument(
+        "--output", metavar="FILE", help="write the normalized vectors to FILE (.npy or .csv)"
+    )
+    l2norm.add_argument("--json", action="store_true", help="print the vectors as JSON instead of CSV lines")
+    _throughput_arguments(l2norm, batch_size=16, concurrency=4, what="vectors")
+    _shared_memory_arguments(l2norm)
+
+    from clients.commands.evaluate import DEFAULT_IMAGES, DEFAULT_LABELS, SPLITS
+
+    evaluate = commands.add_parser(
+        "eval",
+        parents=[common],
+        formatter_class=_HelpFormatter,
+        help="accuracy, confusion matrix, throughput and latency on MNIST IDX files",
+        description=_paragraph(
+            "Evaluate a deployment on MNIST digits from IDX files: through mnist_pipeline "
+            "(each digit PNG-encoded) or, with --raw, through mnist. "
+            "The last output line is `accuracy: <fraction>`."
+        ),
+        epilog="examples:\n  python -m clients eval\n"
+        "  python -m clients eval --protocol http --raw --limit 1000 --min-accuracy 0.97",
+    )
+    evaluate.add_argument(
+        "--images", default=str(DEFAULT_IMAGES), metavar="IDX.gz", help="MNIST images IDX file"
+    )
+    evaluate.add_argument(
+        "--labels", default=str(DEFAULT_LABELS), metavar="IDX.gz", help="MNIST labels IDX file"
+    )
+    evaluate.add_argument("--raw", action="store_true", help="send preprocessed tensors to the mnist model")
+    evaluate.add_argument(
+        "--model", default=None, help="model name (default: mnist_pipeline, or mnist with --raw)"
+    )
+    evaluate.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="all",
+        help="digits to use: all, or the train/validation split of trt_plugin_kit.mnist "
+        "(digit i validates when i %% 8 == 7)",
+    )
+    evaluate.add_argument(
+        "--limit", type=_positive_int, default=None, metavar="N", help="use only the first N digits"
+    )
+    evaluate.add_argument(
+        "--min-accuracy",
+        type=_fraction,
+        default=None,
+        metavar="FRACTION",
+        help="exit with code 1 when accuracy is below this",
+    )
+    evaluate.add_argument("--report", metavar="FILE", help="also write the figures as JSON to FILE")
+    evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
+    _throughput_arguments(evaluate, batch_size=16, concurrency=4, what="digits")
+    _shared_memory_arguments(evaluate)
+
+    from clients.contracts import CONTRACTS
+
+    health = commands.add_parser(
+        "health",
+        parents=[common],
+        formatter_class=_HelpFormatter,
+        help="server and model readiness, metadata, config vs. what the clients expect",
+        description=_paragraph(
+            "Check that the server answers and is ready, and that each model is ready and has the "
+            "tensors (names, dtypes, shapes) the clients send and read. Exit code 0 only if all is well."
+        ),
+        epilog="examples:\n  python -m clients health\n"
+        "  python -m clients health --protocol http --model mnist",
+    )
+    health.add_argument(
+        "--model",
+        action="append",
+        default=None,
+        help=f"model to check (repeatable; default: {', '.join(CONTRACTS)})",
+    )
+    health.add_argument(
+        "--expect",
+        choices=sorted(CONTRACTS),
+        default=None,
+        help="interface to compare the model with (default: the one named like the model)",
+    )
+    health.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    return parser
+
+
+def connection_settings(args: argparse.Namespace) -> ConnectionSettings:
+    url, wants_tls = normalize_url(args.url or DEFAULT_URLS[args.protocol], args.protocol)
+    headers = dict(args.header)
+    if args.admin_key:
+        headers.setdefault(ADMIN_HEADER, args.admin_key)
+    uses_client_certs = args.root_certificates or args.private_key or args.certificate_chain or args.insecure
+    if uses_client_certs and not (args.ssl or wants_tls):
+        raise errors.UsageError("--root-certificates/--private-key/--certificate-chain/--insecure need --ssl")
+    if bool(args.private_key) != bool(args.certificate_chain):
+        raise errors.UsageError("--private-key and --certificate-chain go together (client authentication)")
+    return ConnectionSettings(
+        protocol=args.protocol,
+        url=url,
+        timeout_s=args.timeout,
+        retries=args.retries,
+        headers=headers,
+        ssl=args.ssl or wants_tls,
+        root_certificates=args.root_certificates,
+        private_key=args.private_key,
+        certificate_chain=args.certificate_chain,
+        insecure=args.insecure,
+        verbose=args.verbose,
+    )
+
+
+def _command(name: str):
+    if name == "infer":
+        from clients.commands.infer import run
+    elif name == "l2norm":
+        from clients.commands.l2norm import run
+    elif name == "eval":
+        from clients.commands.evaluate import run
+    else:
+        from clients.commands.health import run
+    return run
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = connection_settings(args)
+        return asyncio.run(_command(args.command)(args, settings))
+    except errors.ClientError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return errors.EXIT_INTERRUPTED

@@ -1,0 +1,60 @@
+"""Small pieces the commands share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TypeVar
+
+import numpy as np
+
+from clients.contracts import ModelCheck
+from clients.errors import InferenceError, UsageError
+from clients.runner import Outcome
+
+T = TypeVar("T")
+
+
+def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+def check_batch_size(batch_size: int, check: ModelCheck, model: str) -> None:
+    """The server rejects requests larger than max_batch_size: say so before sending anything."""
+    if batch_size > check.max_batch_size:
+        raise UsageError(
+            f"--batch-size {batch_size} is larger than model '{model}' accepts (max_batch_size "
+            f"{check.max_batch_size}); use --batch-size {check.max_batch_size} or less"
+        )
+
+
+def parse_classification(array: np.ndarray) -> list[list[dict]]:
+    """Triton's classification output ([B, k] of b"score:index[:label]") as [{label, index, score}] lists."""
+    rows = []
+    for row in np.asarray(array, dtype=np.object_).reshape(array.shape[0], -1):
+        entries = []
+        for cell in row:
+            text = cell.decode("utf-8") if isinstance(cell, bytes) else str(cell)
+            score, index, *label = text.split(":", 2)
+            entries.append(
+                {"label": label[0] if label else index, "index": int(index), "score": float(score)}
+            )
+        rows.append(entries)
+    return rows
+
+
+def first_error(outcomes: Sequence[Outcome]) -> Outcome | None:
+    return next((o for o in outcomes if o.error is not None), None)
+
+
+def failed_summary(outcomes: Sequence[Outcome], describe) -> InferenceError | None:
+    """One error for all failed requests (each described by `describe(outcome)`), keeping the first's code."""
+    failed = [o for o in outcomes if o.error is not None]
+    if not failed:
+        return None
+    lines = [f"  - {describe(o)}: {o.error}" for o in failed[:10]]
+    if len(failed) > 10:
+        lines.append(f"  ... and {len(failed) - 10} more")
+    error = InferenceError(f"{len(failed)} of {len(outcomes)} requests failed:\n" + "\n".join(lines))
+    error.exit_code = failed[0].error.exit_code
+    return error

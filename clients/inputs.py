@@ -1,0 +1,241 @@
+"""Reading what the user gives the clients: image files, vectors (.npy / CSV / stdin), MNIST IDX files.
+
+Everything is read and checked before the first request, so a bad file stops the command with one message
+listing every bad input, and nothing reaches the server half-done.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from clients.errors import BadInputError
+from trt_plugin_kit import mnist
+
+# Suffixes picked up when a directory is given (files named explicitly are taken whatever their suffix).
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".pbm")
+# mnist_preprocess decodes these; other formats are re-encoded losslessly as PNG by the client.
+SERVER_FORMATS = ("PNG", "JPEG")
+MAX_LISTED_ERRORS = 10
+
+
+def _raise_listed(header: str, errors: list[str]) -> None:
+    shown = errors[:MAX_LISTED_ERRORS]
+    more = f"\n  ... and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
+    raise BadInputError(header + "\n" + "\n".join(f"  - {e}" for e in shown) + more)
+
+
+# --------------------------------------------------------------------------------------------------- images
+def expand_image_paths(arguments: list[str]) -> list[Path]:
+    """Files, directories (recursively, image suffixes only) and globs (for shells that did not expand
+    them, or quoted patterns) -> sorted-per-argument, de-duplicated file list."""
+    found: list[Path] = []
+    errors: list[str] = []
+    for argument in arguments:
+        path = Path(argument)
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+            if not files:
+                errors.append(f"{argument}: directory holds no image files ({', '.join(IMAGE_SUFFIXES)})")
+            found.extend(files)
+        elif path.is_file():
+            found.append(path)
+        elif glob.has_magic(argument):
+            files = sorted(Path(p) for p in glob.glob(argument, recursive=True) if Path(p).is_file())
+            if not files:
+                errors.append(f"{argument}: no file matches this pattern")
+            found.extend(files)
+        elif path.exists():
+            errors.append(f"{argument}: not a regular file or directory")
+        else:
+            errors.append(f"{argument}: no such file or directory")
+    if errors:
+        _raise_listed("cannot use these inputs:", errors)
+    return list(dict.fromkeys(found))
+
+
+@dataclass
+class EncodedImage:
+    path: Path
+    data: bytes  # PNG or JPEG bytes, as sent to mnist_pipeline
+    format: str  # format of the file on disk
+
+
+def read_image(path: Path) -> EncodedImage:
+    """Reads and fully decodes an image (so corrupt files fail here); non-PNG/JPEG becomes PNG."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise BadInputError(f"{path}: cannot read ({exc.strerror})") from exc
+    if not data:
+        raise BadInputError(f"{path}: empty file")
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            image.load()
+            file_format = image.format or "unknown"
+            if image.width == 0 or image.height == 0:
+                raise BadInputError(f"{path}: image has no pixels")
+            if file_format not in SERVER_FORMATS:
+                buffer = io.BytesIO()
+                image.save(buffer, format="PNG")
+                data = buffer.getvalue()
+    except UnidentifiedImageError as exc:
+        raise BadInputError(f"{path}: not an image Pillow can read") from exc
+    except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt image data
+        raise BadInputError(f"{path}: corrupt image ({exc})") from exc
+    return EncodedImage(path, data, file_format)
+
+
+def read_images(paths: list[Path]) -> list[EncodedImage]:
+    images, errors = [], []
+    for path in paths:
+        try:
+            images.append(read_image(path))
+        except BadInputError as exc:
+            errors.append(str(exc))
+    if errors:
+        _raise_listed(
+            f"{len(errors)} of {len(paths)} inputs are not usable images (nothing was sent):", errors
+        )
+    return images
+
+
+def preprocess_for_mnist(image: EncodedImage) -> np.ndarray:
+    """The `mnist` model input ([1, 28, 28] float32) made client side, exactly as mnist_preprocess does."""
+    try:
+        with Image.open(io.BytesIO(image.data)) as opened:
+            opened.load()
+            return mnist.preprocess_image(opened)
+    except ValueError as exc:
+        raise BadInputError(f"{image.path}: {exc}") from exc
+
+
+def encode_png(digit: np.ndarray) -> bytes:
+    """A 28x28 uint8 MNIST digit as PNG bytes (lossless: the server decodes the very same pixels)."""
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(digit, dtype=np.uint8), mode="L").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def bytes_tensor(items: list[bytes]) -> np.ndarray:
+    """[B, 1] BYTES tensor (numpy object array) from encoded images."""
+    array = np.empty((len(items), 1), dtype=np.object_)
+    for row, item in enumerate(items):
+        array[row, 0] = item
+    return array
+
+
+# ------------------------------------------------------------------------------------------------- vectors
+def _parse_text_vectors(text: str, source: str) -> np.ndarray:
+    """CSV or whitespace-separated numbers, one vector per line; '#' starts a comment."""
+    rows: list[list[float]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        fields = [f for f in line.replace(",", " ").replace(";", " ").split()]
+        try:
+            rows.append([float(f) for f in fields])
+        except ValueError as exc:
+            raise BadInputError(f"{source}, line {number}: not a number ({exc})") from exc
+        if rows and len(rows[-1]) != len(rows[0]):
+            raise BadInputError(
+                f"{source}, line {number}: {len(rows[-1])} values, but the first vector has {len(rows[0])} "
+                "(all vectors of one input must have the same length)"
+            )
+    if not rows:
+        raise BadInputError(f"{source}: no vectors found")
+    return np.asarray(rows, dtype=np.float64)
+
+
+def _from_npy_bytes(data: bytes, source: str) -> np.ndarray:
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise BadInputError(f"{source}: not a readable .npy array ({exc})") from exc
+
+
+def load_vectors(source: str) -> np.ndarray:
+    """float32 [N, D] from a .npy file, a CSV/text file, or '-' (stdin: .npy bytes or text).
+
+    A 1-D array is one vector. Values must be finite numbers, D >= 1.
+    """
+    if source == "-":
+        data = sys.stdin.buffer.read()
+        name = "stdin"
+    else:
+        path = Path(source)
+        name = str(path)
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise BadInputError(f"{source}: cannot read ({exc.strerror})") from exc
+    if data.startswith(b"\x93NUMPY"):
+        array = _from_npy_bytes(data, name)
+    elif source != "-" and Path(source).suffix.lower() == ".npy":
+        raise BadInputError(f"{name}: has the .npy suffix but no NumPy header")
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadInputError(f"{name}: neither a .npy array nor UTF-8 text (CSV)") from exc
+        array = _parse_text_vectors(text, name)
+    if array.dtype.kind not in "iuf":
+        raise BadInputError(f"{name}: expected numbers, got an array of {array.dtype}")
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2:
+        raise BadInputError(
+            f"{name}: expected vectors [N, D] (or one vector [D]), got shape {list(array.shape)}"
+        )
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise BadInputError(f"{name}: no values (shape {list(array.shape)})")
+    if not np.all(np.isfinite(array)):
+        bad = np.argwhere(~np.isfinite(array))[0]
+        raise BadInputError(f"{name}: vector {bad[0]} element {bad[1]} is not a finite number")
+    vectors = array.astype(np.float32)
+    if not np.all(np.isfinite(vectors)):
+        raise BadInputError(f"{name}: values too large for float32")
+    return vectors
+
+
+def save_vectors(path: str, vectors: np.ndarray) -> None:
+    """Writes [N, D] float32 vectors as .npy or .csv (by suffix)."""
+    target = Path(path)
+    suffix = target.suffix.lower()
+    try:
+        if suffix == ".npy":
+            np.save(target, vectors)
+        elif suffix in (".csv", ".txt"):
+            np.savetxt(target, vectors, delimiter=",", fmt="%.9g")
+        else:
+            raise BadInputError(f"--output {path}: use a .npy or .csv file name")
+    except OSError as exc:
+        raise BadInputError(f"--output {path}: cannot write ({exc.strerror})") from exc
+
+
+# ---------------------------------------------------------------------------------------------------- IDX
+def load_idx_dataset(images_path: str, labels_path: str) -> tuple[np.ndarray, np.ndarray]:
+    """MNIST images uint8 [N, 28, 28] and labels uint8 [N] from IDX files (gzip or not)."""
+    try:
+        images = mnist.load_images(images_path)
+        labels = mnist.load_labels(labels_path)
+    except FileNotFoundError as exc:
+        raise BadInputError(f"{exc.filename}: no such file") from exc
+    except OSError as exc:
+        raise BadInputError(f"{exc.filename}: cannot read ({exc.strerror})") from exc
+    except mnist.IdxFormatError as exc:
+        raise BadInputError(f"not an MNIST IDX file: {exc}") from exc
+    if len(images) != len(labels):
+        raise BadInputError(
+            f"{images_path} has {len(images)} images but {labels_path} has {len(labels)} labels"
+        )
+    if len(images) == 0:
+        raise BadInputError(f"{images_path}: no images")
+    return images, labels

@@ -1,0 +1,400 @@
+"""One asyncio client for Triton over gRPC or HTTP, with the differences of the two tritonclient APIs hidden.
+
+`TritonClient` wraps `tritonclient.grpc.aio` / `tritonclient.http.aio` so that the commands are written once:
+the same method names, metadata and config as plain dicts with integer shapes, every failure turned into a
+`clients.errors.ClientError` with a message a person understands, and bounded retries (exponential backoff)
+where a retry is safe: connection errors and gRPC UNAVAILABLE, i.e. the request never reached a model.
+Every call of this API is idempotent (health, metadata, stateless inference), so such a retry cannot run
+something twice with a different effect. Timeouts are not retried: the request may still be running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import numpy as np
+import tritonclient.grpc as grpcclient
+import tritonclient.grpc.aio as grpcaio
+import tritonclient.http as httpclient
+import tritonclient.http.aio as httpaio
+from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+
+from clients.errors import (
+    BadInputError,
+    ClientError,
+    InferenceError,
+    ModelUnavailableError,
+    RequestTimeoutError,
+    ServerUnreachableError,
+    UsageError,
+)
+
+PROTOCOLS = ("grpc", "http")
+# Triton's default ports; 127.0.0.1 rather than localhost so an IPv6-first resolver cannot add a delay.
+DEFAULT_URLS = {"grpc": "127.0.0.1:8001", "http": "127.0.0.1:8000"}
+DEFAULT_TIMEOUT_S = 30.0
+DEFAULT_RETRIES = 3
+# First retry after 0.25 s, then 0.5, 1, 2, ... capped: a server that is restarting gets a few seconds.
+BACKOFF_FIRST_S = 0.25
+BACKOFF_MAX_S = 4.0
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Everything needed to reach one Triton endpoint; built from the common command-line flags."""
+
+    protocol: str = "grpc"
+    url: str = ""  # HOST:PORT; empty means DEFAULT_URLS[protocol]
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    retries: int = DEFAULT_RETRIES
+    headers: dict[str, str] = field(default_factory=dict)
+    ssl: bool = False
+    root_certificates: str | None = None
+    private_key: str | None = None
+    certificate_chain: str | None = None
+    insecure: bool = False  # HTTPS only: skip certificate verification
+    verbose: bool = False
+
+    def resolved_url(self) -> str:
+        return self.url or DEFAULT_URLS[self.protocol]
+
+    def describe(self) -> str:
+        scheme = {"grpc": "gRPC", "http": "HTTP"}[self.protocol]
+        return f"{self.resolved_url()} over {scheme}{' (TLS)' if self.ssl else ''}"
+
+
+def normalize_url(url: str, protocol: str) -> tuple[str, bool]:
+    """Accepts HOST:PORT, or a URL with a scheme; returns (HOST:PORT, scheme asked for TLS)."""
+    url = url.strip().rstrip("/")
+    wants_tls = False
+    if "://" in url:
+        scheme, _, rest = url.partition("://")
+        scheme = scheme.lower()
+        if scheme not in ("http", "https", "grpc", "grpcs"):
+            raise UsageError(f"--url {url!r}: unknown scheme {scheme!r}; give HOST:PORT (use --ssl for TLS)")
+        if protocol == "grpc" and scheme in ("http", "https"):
+            raise UsageError(f"--url {url!r} is an HTTP URL but --protocol is grpc; give HOST:PORT")
+        if protocol == "http" and scheme in ("grpc", "grpcs"):
+            raise UsageError(f"--url {url!r} is a gRPC URL but --protocol is http; give HOST:PORT")
+        wants_tls = scheme in ("https", "grpcs")
+        url = rest
+    if not url or "/" in url:
+        raise UsageError(f"--url {url!r}: expected HOST:PORT, e.g. {DEFAULT_URLS[protocol]}")
+    return url, wants_tls
+
+
+# ------------------------------------------------------------------------------------------------ tensors
+@dataclass
+class InputTensor:
+    """One request input: either the data itself or where it already lies in a registered shm region."""
+
+    name: str
+    shape: list[int]
+    datatype: str
+    data: np.ndarray | None = None
+    shm_region: str | None = None
+    shm_byte_size: int = 0
+
+    @classmethod
+    def from_numpy(cls, name: str, array: np.ndarray) -> InputTensor:
+        return cls(name, list(array.shape), np_to_triton_dtype(array.dtype), data=array)
+
+
+@dataclass
+class OutputRequest:
+    """One requested output. class_count > 0 asks for Triton's classification extension (top-k labels)."""
+
+    name: str
+    class_count: int = 0
+    shm_region: str | None = None
+    shm_byte_size: int = 0
+
+
+# ----------------------------------------------------------------------------------------- normalization
+def _as_int_list(values: Any) -> list[int]:
+    # gRPC's JSON form writes int64 as strings ("-1"); HTTP gives ints.
+    return [int(v) for v in (values or [])]
+
+
+def normalize_metadata(metadata: dict) -> dict:
+    """Model metadata with integer shapes, the same for both protocols."""
+    out = dict(metadata)
+    for key in ("inputs", "outputs"):
+        out[key] = [
+            {
+                "name": t.get("name", ""),
+                "datatype": t.get("datatype", ""),
+                "shape": _as_int_list(t.get("shape")),
+            }
+            for t in metadata.get(key, [])
+        ]
+    return out
+
+
+def normalize_config(config: dict) -> dict:
+    """Model config with integer dims and defaults filled in (gRPC's JSON omits default-valued fields)."""
+    if "config" in config and isinstance(config["config"], dict):  # gRPC wraps it in ModelConfigResponse
+        config = config["config"]
+    out = dict(config)
+    out["max_batch_size"] = int(config.get("max_batch_size", 0) or 0)
+    for key in ("input", "output"):
+        tensors = []
+        for t in config.get(key, []):
+            tensor = dict(t)
+            tensor["dims"] = _as_int_list(t.get("dims"))
+            tensor["data_type"] = t.get("data_type", "TYPE_INVALID")
+            tensor["label_filename"] = t.get("label_filename", "") or ""
+            tensor["optional"] = bool(t.get("optional", False))
+            tensors.append(tensor)
+        out[key] = tensors
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ client
+class TritonClient:
+    """Async Triton client for one endpoint. Use as `async with TritonClient(settings) as client:`."""
+
+    def __init__(self, settings: ConnectionSettings):
+        self.settings = settings
+        self.url = settings.resolved_url()
+        self._client: Any = None
+
+    @property
+    def protocol(self) -> str:
+        return self.settings.protocol
+
+    def describe(self) -> str:
+        return self.settings.describe()
+
+    # -- lifecycle
+    async def __aenter__(self) -> TritonClient:
+        self._client = self._connect()
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+    def _connect(self) -> Any:
+        s = self.settings
+        for flag, path in (
+            ("--root-certificates", s.root_certificates),
+            ("--private-key", s.private_key),
+            ("--certificate-chain", s.certificate_chain),
+        ):
+            if path is not None:
+                try:
+                    with open(path, "rb"):
+                        pass
+                except OSError as exc:
+                    raise BadInputError(f"cannot read {flag} {path}: {exc.strerror}") from exc
+        if s.protocol == "grpc":
+            if s.insecure:
+                raise UsageError(
+                    "--insecure works with --protocol http only (tritonclient's gRPC always verifies)"
+                )
+            return grpcaio.InferenceServerClient(
+                self.url,
+                verbose=s.verbose,
+                ssl=s.ssl,
+                root_certificates=s.root_certificates,
+                private_key=s.private_key,
+                certificate_chain=s.certificate_chain,
+            )
+        ssl_context = None
+        if s.ssl:
+            ssl_context = ssl.create_default_context(cafile=s.root_certificates)
+            if s.certificate_chain:
+                ssl_context.load_cert_chain(s.certificate_chain, keyfile=s.private_key)
+            if s.insecure:
+                ssl_context.check_hostname = False
+                ssl_context.verify_mode = ssl.CERT_NONE
+        return httpaio.InferenceServerClient(
+            self.url, verbose=s.verbose, conn_timeout=s.timeout_s, ssl=s.ssl, ssl_context=ssl_context
+        )
+
+    # -- error handling and retries
+    def _translate(self, exc: BaseException, what: str) -> ClientError:
+        """Turns whatever the tritonclient/aiohttp/grpc stack raised into a ClientError for a person."""
+        where = self.describe()
+        timeout_hint = (
+            f"no answer from Triton at {where} within {self.settings.timeout_s:g} s (--timeout) "
+            f"while {what}; the server may be overloaded or the model slow: raise --timeout, "
+            "or lower --concurrency/--batch-size"
+        )
+        unreachable = f"cannot reach Triton at {where}: is the server running? (make serve)"
+        if isinstance(exc, ClientError):
+            return exc
+        if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+            return RequestTimeoutError(timeout_hint)
+        if isinstance(exc, aiohttp.ClientSSLError):
+            return ServerUnreachableError(f"{unreachable}\n  TLS handshake failed: {exc}")
+        if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError)):
+            return ServerUnreachableError(f"{unreachable}\n  ({exc})")
+        if isinstance(exc, InferenceServerException):
+            status = str(exc.status() or "")
+            message = str(exc.message() or exc)
+            if status == "StatusCode.UNAVAILABLE":
+                return ServerUnreachableError(f"{unreachable}\n  ({message})")
+            if status == "StatusCode.DEADLINE_EXCEEDED":
+                return RequestTimeoutError(timeout_hint)
+            lowered = message.lower()
+            if "unknown model" in lowered or status == "StatusCode.NOT_FOUND":
+                return ModelUnavailableError(f"{what}: {message} (server {where})")
+            if "is not ready" in lowered or "unavailable" in lowered:
+                return ModelUnavailableError(f"{what}: {message} (server {where})")
+            return InferenceError(f"{what}: the server answered with an error: {message}")
+        if isinstance(exc, aiohttp.ClientError):
+            return InferenceError(f"{what}: HTTP client error talking to {where}: {exc}")
+        return InferenceError(f"{what}: unexpected {type(exc).__name__}: {exc}")
+
+    async def _call(self, what: str, method: str, *args, retry: bool = True, **kwargs) -> Any:
+        """Calls self._client.<method>, retrying (bounded, exponential backoff) only when unreachable."""
+        if self._client is None:
+            raise RuntimeError("TritonClient used outside `async with`")
+        if self.settings.headers:
+            kwargs["headers"] = dict(self.settings.headers)
+        if self.protocol == "grpc":
+            kwargs["client_timeout"] = self.settings.timeout_s  # HTTP: the session's total timeout
+        retries = self.settings.retries if retry else 0
+        delay = BACKOFF_FIRST_S
+        for attempt in range(retries + 1):
+            try:
+                return await getattr(self._client, method)(*args, **kwargs)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - everything is translated, nothing swallowed
+                error = self._translate(exc, what)
+                if not isinstance(error, ServerUnreachableError) or attempt == retries:
+                    raise error from exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, BACKOFF_MAX_S)
+        raise AssertionError("unreachable")  # the loop always returns or raises
+
+    # -- health and metadata
+    async def server_live(self) -> bool:
+        return bool(await self._call("checking server liveness", "is_server_live"))
+
+    async def server_ready(self) -> bool:
+        return bool(await self._call("checking server readiness", "is_server_ready"))
+
+    async def server_metadata(self) -> dict:
+        kwargs = {"as_json": True} if self.protocol == "grpc" else {}
+        return await self._call("reading server metadata", "get_server_metadata", **kwargs)
+
+    async def model_ready(self, model: str, version: str = "") -> bool:
+        return bool(
+            await self._call(f"checking whether model '{model}' is ready", "is_model_ready", model, version)
+        )
+
+    async def model_metadata(self, model: str, version: str = "") -> dict:
+        kwargs = {"as_json": True} if self.protocol == "grpc" else {}
+        raw = await self._call(
+            f"reading metadata of model '{model}'", "get_model_metadata", model, version, **kwargs
+        )
+        return normalize_metadata(raw)
+
+    async def model_config(self, model: str, version: str = "") -> dict:
+        kwargs = {"as_json": True} if self.protocol == "grpc" else {}
+        raw = await self._call(
+            f"reading config of model '{model}'", "get_model_config", model, version, **kwargs
+        )
+        return normalize_config(raw)
+
+    async def repository_index(self) -> list[dict]:
+        """Models the server knows: [{'name', 'version', 'state', 'reason'}], '' where unknown."""
+        kwargs = {"as_json": True} if self.protocol == "grpc" else {}
+        raw = await self._call("reading the model repository index", "get_model_repository_index", **kwargs)
+        entries = raw.get("models", []) if isinstance(raw, dict) else raw
+        return [
+            {
+                "name": e.get("name", ""),
+                "version": str(e.get("version", "")),
+                "state": e.get("state", ""),
+                "reason": e.get("reason", ""),
+            }
+            for e in entries or []
+        ]
+
+    # -- shared memory
+    async def register_system_shared_memory(self, name: str, key: str, byte_size: int) -> None:
+        await self._call(
+            f"registering system shared memory region '{name}'",
+            "register_system_shared_memory",
+            name,
+            key,
+            byte_size,
+        )
+
+    async def unregister_system_shared_memory(self, name: str) -> None:
+        await self._call(
+            f"unregistering system shared memory region '{name}'",
+            "unregister_system_shared_memory",
+            name,
+            retry=False,
+        )
+
+    async def register_cuda_shared_memory(
+        self, name: str, raw_handle: bytes, device_id: int, byte_size: int
+    ) -> None:
+        await self._call(
+            f"registering CUDA shared memory region '{name}'",
+            "register_cuda_shared_memory",
+            name,
+            raw_handle,
+            device_id,
+            byte_size,
+        )
+
+    async def unregister_cuda_shared_memory(self, name: str) -> None:
+        await self._call(
+            f"unregistering CUDA shared memory region '{name}'",
+            "unregister_cuda_shared_memory",
+            name,
+            retry=False,
+        )
+
+    # -- inference
+    async def infer(
+        self, model: str, inputs: list[InputTensor], outputs: list[OutputRequest], version: str = ""
+    ) -> dict[str, np.ndarray | None]:
+        """Runs one request; returns {output name: array} (None for outputs written to shared memory)."""
+        module = grpcclient if self.protocol == "grpc" else httpclient
+        infer_inputs = []
+        for tensor in inputs:
+            infer_input = module.InferInput(tensor.name, tensor.shape, tensor.datatype)
+            if tensor.shm_region is not None:
+                infer_input.set_shared_memory(tensor.shm_region, tensor.shm_byte_size)
+            elif self.protocol == "http":
+                infer_input.set_data_from_numpy(tensor.data, binary_data=True)
+            else:
+                infer_input.set_data_from_numpy(tensor.data)
+            infer_inputs.append(infer_input)
+        requested = []
+        for output in outputs:
+            if self.protocol == "http":
+                requested_output = module.InferRequestedOutput(
+                    output.name, binary_data=True, class_count=output.class_count
+                )
+            else:
+                requested_output = module.InferRequestedOutput(output.name, class_count=output.class_count)
+            if output.shm_region is not None:
+                requested_output.set_shared_memory(output.shm_region, output.shm_byte_size)
+            requested.append(requested_output)
+        result = await self._call(
+            f"running inference on model '{model}'",
+            "infer",
+            model,
+            infer_inputs,
+            model_version=version,
+            outputs=requested,
+        )
+        return {output.name: result.as_numpy(output.name) for output in outputs}
