@@ -14,21 +14,19 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
-from clients import errors
+from clients import errors, shm
 from clients.shm import SHARED_MEMORY_KINDS
 from clients.triton import (
+    ADMIN_HEADER,
+    ADMIN_KEY_ENV,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
     DEFAULT_URLS,
     PROTOCOLS,
     ConnectionSettings,
+    admin_header,
     normalize_url,
 )
-
-# Header that opens Triton's restricted APIs (shared memory registration, repository index) on servers
-# started by scripts/serve.py; same name as trt_plugin_kit.serving.ADMIN_HEADER.
-ADMIN_HEADER = "triton-admin-key"
-ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -139,8 +137,9 @@ def _connection_parser() -> argparse.ArgumentParser:
         "--admin-key",
         default=os.environ.get(ADMIN_KEY_ENV) or None,
         metavar="KEY",
-        help=f"sends '{ADMIN_HEADER}: KEY', which servers from `make serve` require for shared memory "
-        f"registration and the repository index (default: ${ADMIN_KEY_ENV})",
+        help=f"admin key of servers from `make serve`, needed for shared memory registration and the "
+        f"repository index; sent as header '{ADMIN_HEADER}' (gRPC: 'triton-grpc-protocol-{ADMIN_HEADER}') "
+        f"(default: ${ADMIN_KEY_ENV})",
     )
     tls = parser.add_argument_group("TLS")
     tls.add_argument("--ssl", action="store_true", help="use TLS (HTTPS / secure gRPC channel)")
@@ -193,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter,
         epilog="Run `python -m clients COMMAND --help` for the flags of a command.\n"
         "Exit codes: 0 ok, 1 failed, 2 usage, 3 server unreachable, 4 model not ready/unknown, "
-        "5 wrong model, 6 timeout, 7 bad input.",
+        "5 wrong model, 6 timeout, 7 bad input, 8 restricted API without --admin-key.",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
@@ -332,7 +331,7 @@ def connection_settings(args: argparse.Namespace) -> ConnectionSettings:
     url, wants_tls = normalize_url(args.url or DEFAULT_URLS[args.protocol], args.protocol)
     headers = dict(args.header)
     if args.admin_key:
-        headers.setdefault(ADMIN_HEADER, args.admin_key)
+        headers.setdefault(admin_header(args.protocol), args.admin_key)
     uses_client_certs = args.root_certificates or args.private_key or args.certificate_chain or args.insecure
     if uses_client_certs and not (args.ssl or wants_tls):
         raise errors.UsageError("--root-certificates/--private-key/--certificate-chain/--insecure need --ssl")
@@ -370,6 +369,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         settings = connection_settings(args)
+        shm.ensure_available(getattr(args, "shared_memory", "none"))
         return asyncio.run(_command(args.command)(args, settings))
     except errors.ClientError as error:
         print(f"error: {error}", file=sys.stderr)

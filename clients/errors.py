@@ -15,6 +15,7 @@ EXIT_MODEL_UNAVAILABLE = 4
 EXIT_WRONG_MODEL = 5
 EXIT_TIMEOUT = 6
 EXIT_BAD_INPUT = 7
+EXIT_ACCESS_DENIED = 8
 EXIT_INTERRUPTED = 130
 
 
@@ -60,10 +61,22 @@ class BadInputError(ClientError):
     exit_code = EXIT_BAD_INPUT
 
 
+class AccessDeniedError(ClientError):
+    """The server restricts this API (shared memory, repository index) to clients with a key header."""
+
+    exit_code = EXIT_ACCESS_DENIED
+
+
 class InferenceError(ClientError):
     """The server answered with an error for a request (it keeps serving)."""
 
     exit_code = EXIT_FAILED
+
+
+class RejectedInputError(InferenceError):
+    """The server refused a request's data (gRPC INVALID_ARGUMENT / HTTP 400), e.g. an image without a digit."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class SharedMemoryError(ClientError):

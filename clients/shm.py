@@ -21,7 +21,13 @@ import numpy as np
 from tritonclient.utils import serialize_byte_tensor
 from tritonclient.utils import shared_memory as system_shm
 
-from clients.errors import ClientError, SharedMemoryError
+from clients.errors import (
+    AccessDeniedError,
+    ClientError,
+    RequestTimeoutError,
+    ServerUnreachableError,
+    SharedMemoryError,
+)
 from clients.triton import TritonClient
 
 SHARED_MEMORY_KINDS = ("none", "system", "cuda")
@@ -39,14 +45,22 @@ def tensor_nbytes(array: np.ndarray) -> int:
 
 
 def _load_cuda_shm() -> Any:
+    """tritonclient's CUDA shared memory helpers, or a SharedMemoryError saying why they cannot work."""
     try:
         import tritonclient.utils.cuda_shared_memory as cuda_shm  # needs cuda-python and a CUDA driver
     except (ImportError, RuntimeError, OSError) as exc:
         raise SharedMemoryError(
-            f"CUDA shared memory is not available on this machine ({exc}). "
-            "Use --shared-memory system (same host as the server) or --shared-memory none."
+            "CUDA shared memory is not available on this machine: it needs an NVIDIA GPU and the Python "
+            f"package cuda-python (pip install 'tritonclient[cuda]'); import failed: {exc}\n"
+            "Use --shared-memory system (client on the server's host) or --shared-memory none."
         ) from exc
     return cuda_shm
+
+
+def ensure_available(kind: str) -> None:
+    """Fails early (before connecting) when the requested kind of shared memory cannot work here."""
+    if kind == "cuda":
+        _load_cuda_shm()
 
 
 @dataclass
@@ -98,6 +112,8 @@ class SharedMemoryPool:
             else:
                 raw = self._cuda.get_raw_handle(handle)
                 await self.client.register_cuda_shared_memory(name, raw, self.cuda_device, byte_size)
+        except (AccessDeniedError, ServerUnreachableError, RequestTimeoutError):
+            raise  # already say what to do
         except ClientError as exc:
             hint = (
                 "system shared memory needs the client on the server's host (or containers sharing IPC)"

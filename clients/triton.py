@@ -24,16 +24,30 @@ import tritonclient.http.aio as httpaio
 from tritonclient.utils import InferenceServerException, np_to_triton_dtype
 
 from clients.errors import (
+    AccessDeniedError,
     BadInputError,
     ClientError,
     InferenceError,
     ModelUnavailableError,
+    RejectedInputError,
     RequestTimeoutError,
     ServerUnreachableError,
     UsageError,
 )
 
 PROTOCOLS = ("grpc", "http")
+# Servers started by scripts/serve.py open their restricted APIs (shared memory registration, repository
+# index, ...) to requests carrying this header (trt_plugin_kit.serving.ADMIN_HEADER). Triton's gRPC
+# endpoint expects restricted-protocol headers with the prefix "triton-grpc-protocol-".
+ADMIN_HEADER = "triton-admin-key"
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+GRPC_RESTRICTED_HEADER_PREFIX = "triton-grpc-protocol-"
+
+
+def admin_header(protocol: str) -> str:
+    return (GRPC_RESTRICTED_HEADER_PREFIX if protocol == "grpc" else "") + ADMIN_HEADER
+
+
 # Triton's default ports; 127.0.0.1 rather than localhost so an IPv6-first resolver cannot add a delay.
 DEFAULT_URLS = {"grpc": "127.0.0.1:8001", "http": "127.0.0.1:8000"}
 DEFAULT_TIMEOUT_S = 30.0
@@ -242,6 +256,12 @@ class TritonClient:
         if isinstance(exc, InferenceServerException):
             status = str(exc.status() or "")
             message = str(exc.message() or exc)
+            # Restricted APIs: HTTP answers 403, gRPC UNAVAILABLE, both with "... is restricted ...".
+            if "restricted" in message.lower():
+                return AccessDeniedError(
+                    f"{what}: the server at {where} restricts this API to clients with its admin key "
+                    f"({message}); pass --admin-key KEY or set ${ADMIN_KEY_ENV}"
+                )
             if status == "StatusCode.UNAVAILABLE":
                 return ServerUnreachableError(f"{unreachable}\n  ({message})")
             if status == "StatusCode.DEADLINE_EXCEEDED":
@@ -251,6 +271,8 @@ class TritonClient:
                 return ModelUnavailableError(f"{what}: {message} (server {where})")
             if "is not ready" in lowered or "unavailable" in lowered:
                 return ModelUnavailableError(f"{what}: {message} (server {where})")
+            if status in ("StatusCode.INVALID_ARGUMENT", "400"):
+                return RejectedInputError(f"{what}: the server rejected the input: {message}")
             return InferenceError(f"{what}: the server answered with an error: {message}")
         if isinstance(exc, aiohttp.ClientError):
             return InferenceError(f"{what}: HTTP client error talking to {where}: {exc}")
@@ -397,4 +419,5 @@ class TritonClient:
             model_version=version,
             outputs=requested,
         )
-        return {output.name: result.as_numpy(output.name) for output in outputs}
+        # Outputs placed in shared memory have no data in the reply (HTTP's as_numpy would fail on them).
+        return {o.name: None if o.shm_region is not None else result.as_numpy(o.name) for o in outputs}

@@ -47,14 +47,16 @@ def first_error(outcomes: Sequence[Outcome]) -> Outcome | None:
     return next((o for o in outcomes if o.error is not None), None)
 
 
-def failed_summary(outcomes: Sequence[Outcome], describe) -> InferenceError | None:
+def failed_summary(outcomes: Sequence[Outcome], describe, noun: str = "items") -> InferenceError | None:
     """One error for all failed requests (each described by `describe(outcome)`), keeping the first's code."""
     failed = [o for o in outcomes if o.error is not None]
     if not failed:
         return None
     lines = [f"  - {describe(o)}: {o.error}" for o in failed[:10]]
     if len(failed) > 10:
-        lines.append(f"  ... and {len(failed) - 10} more")
-    error = InferenceError(f"{len(failed)} of {len(outcomes)} requests failed:\n" + "\n".join(lines))
+        lines.append(f"  ... and {len(failed) - 10} more requests")
+    failed_items = sum(o.job.batch_size for o in failed)
+    total_items = sum(o.job.batch_size for o in outcomes)
+    error = InferenceError(f"{failed_items} of {total_items} {noun} failed:\n" + "\n".join(lines))
     error.exit_code = failed[0].error.exit_code
     return error
