@@ -267,17 +267,14 @@ def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
             available[(name, elem_type)] = cast_name
         return available[(name, elem_type)]
 
-    graph_inputs = {vi.name for vi in graph.input}
-    for name in graph_inputs:
-        if types[name] == TensorProto.FLOAT:
-            as_type(name, TensorProto.FLOAT16)
     for node in model.graph.node:
-        node = onnx.NodeProto().__class__.FromString(node.SerializeToString())
+        original, node = node, onnx.NodeProto()
+        node.CopyFrom(original)
         compute = TensorProto.FLOAT if node.op_type in FP32_OPS else TensorProto.FLOAT16
         if node.op_type in ("QuantizeLinear", "DequantizeLinear", "Cast"):
             raise ValueError(f"to_fp16 expects an FP32 graph without {node.op_type} nodes")
         for index, name in enumerate(node.input):
-            if name in initializers and types[name] != compute and types[name] in (TensorProto.FLOAT16,):
+            if name in initializers and types[name] == TensorProto.FLOAT16 and compute == TensorProto.FLOAT:
                 # A weight used by an FP32 op: store it in float32 rather than casting at run time.
                 array = numpy_helper.to_array(initializers[name]).astype(np.float32)
                 initializers[name].CopyFrom(numpy_helper.from_array(array, name))
@@ -295,7 +292,9 @@ def to_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
                 node.input[:] = [internal if i == output.name else i for i in node.input]
             types[internal] = types.pop(output.name)
             new_nodes.append(
-                helper.make_node("Cast", [internal], [output.name], name="cast_output", to=TensorProto.FLOAT)
+                helper.make_node(
+                    "Cast", [internal], [output.name], name=f"cast_{output.name}", to=TensorProto.FLOAT
+                )
             )
             types[output.name] = TensorProto.FLOAT
     del graph.node[:]
