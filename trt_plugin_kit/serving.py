@@ -50,6 +50,8 @@ DEFAULT_HTTP_PORT, DEFAULT_GRPC_PORT, DEFAULT_METRICS_PORT = 8000, 8001, 8002
 # loading/unloading/indexing models, registering shared memory, changing trace or log settings.
 RESTRICTED_APIS = ("model-repository", "shared-memory", "trace", "logging")
 ADMIN_HEADER = "triton-admin-key"
+# Triton's gRPC frontend expects restricted-protocol metadata under this prefix.
+GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"
 # Largest HTTP request body accepted, where the server supports --http-max-input-size (Triton >= 25.05).
 # Bigger than the per-image limit of mnist_preprocess (8 MiB) so that those get the model's own error.
 HTTP_MAX_INPUT_BYTES = 32 * 1024 * 1024
