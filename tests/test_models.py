@@ -110,10 +110,8 @@ def test_random_shift_moves_digits_without_wrapping():
     digits = np.zeros((50, 28, 28), np.uint8)
     digits[:, 13, 13] = 255
     shifted = train.random_shift(digits, 2, rng)
-    rows, cols = (
-        np.nonzero(shifted.reshape(50, -1) == 255)[1] // 28,
-        np.nonzero(shifted.reshape(50, -1))[1] % 28,
-    )
+    _, pixel = np.nonzero(shifted.reshape(50, -1) == 255)
+    rows, cols = pixel // 28, pixel % 28
     assert np.all(np.abs(rows - 13) <= 2) and np.all(np.abs(cols - 13) <= 2)
     assert len(set(zip(rows.tolist(), cols.tolist(), strict=True))) > 10  # really random
     assert (shifted.reshape(50, -1) == 255).sum() == 50  # one pixel each, nothing lost or duplicated
