@@ -1,0 +1,289 @@
+"""What the load test sends: payload pools and one task class per request kind.
+
+Nothing here knows about Locust or a protocol. A task instance is a Locust task (Locust calls it with
+the user); it builds the input arrays for one request, asks the user to run the inference
+(`user.infer(task, inputs)`, which times it and reports it), and checks the outputs that came back so
+that a server answering garbage counts as a failure, not as a fast success.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from trt_plugin_kit import mnist as mnist_data
+from trt_plugin_kit.reference import l2_normalize
+
+PROTOCOLS = ("http", "grpc")
+# Request kinds, named after the model each one calls (the names of the serving interface).
+REQUEST_KINDS = ("mnist_pipeline", "mnist", "l2norm")
+
+# How many real digits the pools hold: enough that requests differ, small enough to build in a second.
+DIGIT_POOL_SIZE = 1024
+VECTOR_POOL_ROWS = 512
+
+
+class ResponseCheckError(Exception):
+    """The server answered, but not with what the model must return."""
+
+
+class RequestFailure(Exception):
+    """What a failed request reports to Locust: the original error's type and message.
+
+    Locust groups failures by repr(exception); tritonclient's exceptions have an empty repr, so the
+    report would only say "InferenceServerException()" without this.
+    """
+
+    @classmethod
+    def wrap(cls, error: Exception) -> RequestFailure:
+        failure = cls(f"{type(error).__name__}: {error}")
+        failure.__cause__ = error
+        return failure
+
+    def __repr__(self) -> str:
+        return self.args[0]
+
+
+def parse_weights(text: str, allowed: tuple[str, ...], what: str) -> dict[str, int]:
+    """Parses a mix such as "http=3,grpc=1" (a bare name means weight 1) into {name: weight}.
+
+    Every allowed name is in the result (0 when not given); at least one weight must be positive.
+    """
+    weights = dict.fromkeys(allowed, 0)
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if name not in allowed:
+            raise ValueError(f"unknown {what} {name!r} in {text!r}; expected names from {', '.join(allowed)}")
+        try:
+            weight = int(value) if sep else 1
+        except ValueError:
+            raise ValueError(f"{what} weight for {name!r} must be a whole number, got {value!r}") from None
+        if weight < 0:
+            raise ValueError(f"{what} weight for {name!r} must be >= 0, got {weight}")
+        weights[name] = weight
+    if not any(weights.values()):
+        raise ValueError(f"{what} mix {text!r} gives no positive weight; use e.g. {allowed[0]}=1")
+    return weights
+
+
+def request_name(protocol: str, model: str, batch: int) -> str:
+    """The name each request type has in Locust's statistics and in every report, e.g. "grpc mnist b8"."""
+    return f"{protocol} {model} b{batch}"
+
+
+@dataclass(frozen=True)
+class RequestName:
+    protocol: str
+    model: str
+    batch: int
+
+
+def parse_request_name(name: str) -> RequestName | None:
+    """Inverse of request_name(); None for names that are not ours (e.g. Locust's "Aggregated")."""
+    parts = name.split(" ")
+    if len(parts) != 3 or parts[0] not in PROTOCOLS or not parts[2].startswith("b"):
+        return None
+    try:
+        return RequestName(parts[0], parts[1], int(parts[2][1:]))
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------------------
+# Payload pools, built once per process and shared by every simulated user.
+
+
+@lru_cache(maxsize=4)
+def digit_images(images_path: str | None = None) -> np.ndarray:
+    """The first DIGIT_POOL_SIZE real MNIST digits as uint8 [N, 28, 28]."""
+    path = Path(images_path) if images_path else mnist_data.DEFAULT_DATA_DIR / mnist_data.DEV_IMAGES_FILE
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"MNIST images not found at {path}: the load test sends real digits; point --mnist-images "
+            "(or MNIST_IMAGES) at mnist-dev-images-idx3-ubyte.gz"
+        )
+    return mnist_data.load_images(path)[:DIGIT_POOL_SIZE]
+
+
+@lru_cache(maxsize=4)
+def png_pool(images_path: str | None = None) -> tuple[bytes, ...]:
+    """The digit pool encoded as grayscale PNG files, what a real client of mnist_pipeline uploads."""
+    encoded = []
+    for image in digit_images(images_path):
+        buffer = io.BytesIO()
+        Image.fromarray(image, mode="L").save(buffer, format="PNG")
+        encoded.append(buffer.getvalue())
+    return tuple(encoded)
+
+
+@lru_cache(maxsize=4)
+def preprocessed_pool(images_path: str | None = None) -> np.ndarray:
+    """The digit pool preprocessed exactly as the `mnist` model expects: FP32 [N, 1, 28, 28]."""
+    return mnist_data.to_tensor(digit_images(images_path))
+
+
+@lru_cache(maxsize=8)
+def vector_pool(dim: int) -> np.ndarray:
+    """Random FP32 vectors [VECTOR_POOL_ROWS, dim] (fixed seed: runs send the same data)."""
+    return np.random.default_rng(0).standard_normal((VECTOR_POOL_ROWS, dim)).astype(np.float32)
+
+
+def _batch_slice(pool_rows: int, batch: int) -> slice:
+    # A contiguous slice at a random start: no copy, so the load generator spends its CPU on requests.
+    start = random.randrange(pool_rows - batch + 1)
+    return slice(start, start + batch)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Task classes: one per request kind. Instances are Locust tasks; the user runs and reports the call.
+
+
+class TritonTask(ABC):
+    """One kind of inference request against one model."""
+
+    model: str
+    output_names: tuple[str, ...]
+
+    def __init__(self, batch: int) -> None:
+        if batch < 1:
+            raise ValueError(f"{self.model}: batch size must be >= 1, got {batch}")
+        self.batch = batch
+        # Locust names tasks by __name__ in its reports (task ratios); functions have one, instances not.
+        self.__name__ = f"{type(self).__name__} b{batch}"
+
+    def __call__(self, user) -> None:
+        user.infer(self, self.make_inputs())
+
+    @abstractmethod
+    def make_inputs(self) -> dict[str, np.ndarray]:
+        """Input tensors by name, batch dimension first."""
+
+    @abstractmethod
+    def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
+        """Raises ResponseCheckError when the outputs are not what the model must return."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model!r}, batch={self.batch})"
+
+
+def _check_probabilities(outputs: dict[str, np.ndarray], batch: int) -> None:
+    probabilities = outputs.get("probabilities")
+    if probabilities is None:
+        raise ResponseCheckError("response has no 'probabilities' output")
+    if probabilities.shape != (batch, 10):
+        raise ResponseCheckError(f"probabilities shape {probabilities.shape}, expected {(batch, 10)}")
+    if not np.all(np.isfinite(probabilities)):
+        raise ResponseCheckError("probabilities contain NaN or Inf")
+    sums = probabilities.sum(axis=1)
+    if np.any(probabilities < 0) or not np.allclose(sums, 1.0, atol=1e-3):
+        raise ResponseCheckError(f"probabilities are not a distribution (row sums {sums.tolist()})")
+
+
+class MnistPipelineTask(TritonTask):
+    """One real PNG digit through the `mnist_pipeline` ensemble (decode + preprocess + classify)."""
+
+    model = "mnist_pipeline"
+    output_names = ("probabilities",)
+
+    def __init__(self, images_path: str | None = None, batch: int = 1) -> None:
+        super().__init__(batch)
+        self.pngs = png_pool(images_path)
+
+    def make_inputs(self) -> dict[str, np.ndarray]:
+        chosen = self.pngs[_batch_slice(len(self.pngs), self.batch)]
+        # BYTES input `image_bytes` has shape [1] per request item, hence [batch, 1].
+        return {"image_bytes": np.array(chosen, dtype=np.object_).reshape(self.batch, 1)}
+
+    def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
+        _check_probabilities(outputs, self.batch)
+
+
+class MnistBatchTask(TritonTask):
+    """A batch of preprocessed digits (FP32 [batch, 1, 28, 28]) to the `mnist` model."""
+
+    model = "mnist"
+    output_names = ("probabilities",)
+
+    def __init__(self, images_path: str | None = None, batch: int = 8) -> None:
+        super().__init__(batch)
+        self.images = preprocessed_pool(images_path)
+
+    def make_inputs(self) -> dict[str, np.ndarray]:
+        return {"image": self.images[_batch_slice(len(self.images), self.batch)]}
+
+    def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
+        _check_probabilities(outputs, self.batch)
+
+
+class L2NormTask(TritonTask):
+    """A batch of random vectors (FP32 [batch, dim]) to `l2norm`; checks the rows come back unit-length."""
+
+    model = "l2norm"
+    output_names = ("normalized",)
+
+    def __init__(self, dim: int = 128, batch: int = 4) -> None:
+        super().__init__(batch)
+        if dim < 1:
+            raise ValueError(f"l2norm: vector length must be >= 1, got {dim}")
+        self.vectors = vector_pool(dim)
+
+    def make_inputs(self) -> dict[str, np.ndarray]:
+        return {"vector": self.vectors[_batch_slice(len(self.vectors), self.batch)]}
+
+    def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
+        vectors = inputs["vector"]
+        normalized = outputs.get("normalized")
+        if normalized is None:
+            raise ResponseCheckError("response has no 'normalized' output")
+        if normalized.shape != vectors.shape:
+            raise ResponseCheckError(f"normalized shape {normalized.shape}, expected {vectors.shape}")
+        expected = l2_normalize(vectors, axis=-1)
+        if not np.allclose(normalized, expected, rtol=1e-4, atol=1e-5):
+            worst = float(np.max(np.abs(normalized - expected)))
+            raise ResponseCheckError(f"normalized vectors differ from the reference by up to {worst:.3g}")
+
+
+@dataclass(frozen=True)
+class WorkloadConfig:
+    """Everything that decides what the simulated users send."""
+
+    protocols: dict[str, int]
+    mix: dict[str, int]
+    mnist_batch: int = 8
+    l2norm_batch: int = 4
+    l2norm_dim: int = 128
+    images_path: str | None = None
+
+    def build_tasks(self) -> list[TritonTask]:
+        """Locust's task list: each task instance repeated by its weight (how Locust weights tasks)."""
+        factories = {
+            "mnist_pipeline": lambda: MnistPipelineTask(self.images_path),
+            "mnist": lambda: MnistBatchTask(self.images_path, self.mnist_batch),
+            "l2norm": lambda: L2NormTask(self.l2norm_dim, self.l2norm_batch),
+        }
+        tasks: list[TritonTask] = []
+        for kind, weight in self.mix.items():
+            if weight > 0:
+                tasks.extend([factories[kind]()] * weight)
+        return tasks
+
+    def request_names(self) -> list[str]:
+        """The request names a run with this config must produce."""
+        batches = {"mnist_pipeline": 1, "mnist": self.mnist_batch, "l2norm": self.l2norm_batch}
+        return [
+            request_name(protocol, kind, batches[kind])
+            for protocol, p_weight in self.protocols.items()
+            if p_weight > 0
+            for kind, k_weight in self.mix.items()
+            if k_weight > 0
+        ]

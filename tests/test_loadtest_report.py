@@ -1,0 +1,378 @@
+"""Load tests without a server: mixes, request names, payloads and response checks, Locust CSV parsing,
+threshold verdicts, summaries, charts, and the command line's refusals. Fast; the runs against a real
+Triton are in test_loadtest_smoke.py."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from loadtests import report, runner
+from loadtests.report import RequestTypeStats, Thresholds, find_violations
+from loadtests.workloads import (
+    PROTOCOLS,
+    REQUEST_KINDS,
+    L2NormTask,
+    MnistBatchTask,
+    MnistPipelineTask,
+    RequestFailure,
+    ResponseCheckError,
+    WorkloadConfig,
+    digit_images,
+    parse_request_name,
+    parse_weights,
+    request_name,
+)
+from trt_plugin_kit import mnist
+from trt_plugin_kit.serving import free_port
+
+# A real Locust 2.x `--csv` stats file: two request types and the Aggregated row.
+STATS_CSV = """\
+Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,\
+Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%
+grpc,grpc mnist b8,1000,0,5,5.19,3.5,14.1,320.0,100.0,0.0,5,5,6,6,6,7,8,9,14,14,14
+http,http l2norm b4,500,5,4,4.56,2.3,19.2,2048.0,50.0,0.5,4,5,5,5,6,6,8,10,19,19,19
+,Aggregated,1500,5,5,4.98,2.3,19.2,895.0,150.0,0.5,5,5,5,6,6,7,8,10,19,19,19
+"""
+HISTORY_CSV = """\
+Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%,\
+Total Request Count,Total Failure Count,Total Median Response Time,Total Average Response Time,\
+Total Min Response Time,Total Max Response Time,Total Average Content Size
+100,0,,Aggregated,0.000000,0.000000,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,0,0,0,0.0,0,0,0
+101,2,grpc,grpc mnist b8,90.0,0.0,5,5,6,6,6,7,8,9,14,14,14,90,0,5,5.2,3.5,14.1,320.0
+101,2,,Aggregated,90.0,0.0,5,5,6,6,6,7,8,9,14,14,14,90,0,5,5.2,3.5,14.1,320.0
+102,2,grpc,grpc mnist b8,110.0,0.0,5,5,6,6,6,7,8,12,14,14,14,200,0,5,5.2,3.5,14.1,320.0
+102,2,,Aggregated,110.0,0.0,5,5,6,6,6,7,8,12,14,14,14,200,0,5,5.2,3.5,14.1,320.0
+"""
+
+
+def stats(name: str, requests: int = 100, failures: int = 0, p99: float | None = 10.0) -> RequestTypeStats:
+    parsed = parse_request_name(name)
+    return RequestTypeStats(
+        name=name,
+        protocol=parsed.protocol if parsed else None,
+        model=parsed.model if parsed else None,
+        batch=parsed.batch if parsed else None,
+        requests=requests,
+        failures=failures,
+        requests_per_s=requests / 10,
+        items_per_s=None,
+        avg_ms=5.0 if requests else None,
+        p50_ms=5.0 if requests else None,
+        p95_ms=8.0 if requests else None,
+        p99_ms=p99 if requests else None,
+        max_ms=20.0 if requests else None,
+        avg_response_bytes=40.0,
+    )
+
+
+def write_run(run_dir: Path, stats_csv: str = STATS_CSV) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "locust_stats.csv").write_text(stats_csv)
+    (run_dir / "locust_stats_history.csv").write_text(HISTORY_CSV)
+    (run_dir / "locust_failures.csv").write_text(
+        "Method,Name,Error,Occurrences,First Seen,Last Seen\n"
+        "http,http l2norm b4,InferenceServerException: [400] bad input,5,2026-01-01T00:00:00Z,"
+        "2026-01-01T00:00:01Z\n"
+    )
+    (run_dir / "locust_exceptions.csv").write_text("Count,Message,Traceback,Nodes\n")
+    return run_dir
+
+
+# --------------------------------------------------------------------------------------------- mixes
+
+
+def test_parse_weights_reads_weights_and_bare_names():
+    assert parse_weights("http=3,grpc=1", PROTOCOLS, "protocol") == {"http": 3, "grpc": 1}
+    assert parse_weights("grpc", PROTOCOLS, "protocol") == {"http": 0, "grpc": 1}
+    assert parse_weights(" mnist = 2 , l2norm ", REQUEST_KINDS, "kind") == {
+        "mnist_pipeline": 0,
+        "mnist": 2,
+        "l2norm": 1,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ftp=1", "unknown protocol 'ftp'"),
+        ("http=-1", "must be >= 0"),
+        ("http=x", "whole number"),
+        ("http=0,grpc=0", "no positive weight"),
+        ("", "no positive weight"),
+    ],
+)
+def test_parse_weights_rejects_bad_mixes(text, message):
+    with pytest.raises(ValueError, match=message):
+        parse_weights(text, PROTOCOLS, "protocol")
+
+
+def test_request_names_round_trip_and_skip_foreign_names():
+    assert request_name("grpc", "mnist_pipeline", 1) == "grpc mnist_pipeline b1"
+    assert parse_request_name("http mnist b8") == parse_request_name(request_name("http", "mnist", 8))
+    assert parse_request_name("http mnist b8").batch == 8
+    for foreign in ("Aggregated", "ws mnist b8", "http mnist 8", "http mnist bx", "http mnist"):
+        assert parse_request_name(foreign) is None
+
+
+def test_workload_config_weights_tasks_and_lists_expected_names():
+    config = WorkloadConfig(
+        protocols={"http": 1, "grpc": 0}, mix={"mnist_pipeline": 2, "mnist": 0, "l2norm": 1}, l2norm_batch=3
+    )
+    tasks = config.build_tasks()
+    assert [type(t).__name__ for t in tasks] == ["MnistPipelineTask", "MnistPipelineTask", "L2NormTask"]
+    assert all(hasattr(t, "__name__") for t in tasks)  # Locust's HTML report names tasks by __name__
+    assert config.request_names() == ["http mnist_pipeline b1", "http l2norm b3"]
+
+
+def test_run_plan_passes_only_protocols_with_users_and_expects_names_only_when_each_gets_one(tmp_path):
+    workload = WorkloadConfig(protocols={"http": 0, "grpc": 1}, mix=dict.fromkeys(REQUEST_KINDS, 1))
+    plan = runner.RunPlan(
+        target=runner.Target("triton", 8000, 8001),
+        workload=workload,
+        users=1,
+        spawn_rate=1,
+        run_time="5s",
+        request_timeout=10,
+        out_dir=tmp_path,
+        thresholds=Thresholds(),
+    )
+    command = plan.locust_command()
+    assert command[-1] == "GrpcTritonUser" and "HttpTritonUser" not in command
+    assert command[command.index("--triton-host") + 1] == "triton"
+    assert len(plan.expected_request_names()) == 3
+    plan.workload = WorkloadConfig(protocols={"http": 1, "grpc": 1}, mix=dict.fromkeys(REQUEST_KINDS, 1))
+    assert plan.expected_request_names() == []  # 1 user, 2 protocols: one protocol gets no user
+
+
+# ----------------------------------------------------------------------------------- payloads/checks
+
+
+def test_pipeline_payloads_are_real_digits_as_png():
+    task = MnistPipelineTask()
+    inputs = task.make_inputs()
+    payload = inputs["image_bytes"]
+    assert payload.shape == (1, 1) and payload.dtype == np.object_
+    decoded = np.asarray(Image.open(io.BytesIO(payload[0, 0])))
+    assert decoded.shape == (28, 28)
+    # Every pooled PNG decodes to exactly one of the real digits it came from.
+    assert any(np.array_equal(decoded, digit) for digit in digit_images())
+
+
+def test_mnist_batches_use_the_model_preprocessing():
+    task = MnistBatchTask(batch=5)
+    image = task.make_inputs()["image"]
+    assert image.shape == (5, 1, 28, 28) and image.dtype == np.float32
+    assert 0.0 <= image.min() and image.max() <= 1.0
+    # Rows are consecutive pooled digits divided by 255 (trt_plugin_kit.mnist.to_tensor).
+    digits = digit_images()
+    start = next(i for i in range(len(digits)) if np.array_equal(mnist.to_tensor(digits[i]), image[0]))
+    np.testing.assert_array_equal(image, mnist.to_tensor(digits[start : start + 5]))
+
+
+def test_probability_check_accepts_distributions_and_rejects_the_rest():
+    task = MnistBatchTask(batch=2)
+    inputs = task.make_inputs()
+    good = np.full((2, 10), 0.1, dtype=np.float32)
+    task.check(inputs, {"probabilities": good})
+    bad_cases = {
+        "shape": {"probabilities": good[:1]},
+        "missing": {},
+        "NaN": {"probabilities": np.where(np.eye(2, 10, dtype=bool), np.nan, good).astype(np.float32)},
+        "distribution": {"probabilities": good * 2},
+    }
+    for case, outputs in bad_cases.items():
+        with pytest.raises(ResponseCheckError):
+            task.check(inputs, outputs)
+            pytest.fail(f"{case} passed the check")
+
+
+def test_l2norm_check_compares_with_the_reference():
+    task = L2NormTask(dim=16, batch=3)
+    inputs = task.make_inputs()
+    vectors = inputs["vector"]
+    assert vectors.shape == (3, 16) and vectors.dtype == np.float32
+    normalized = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    task.check(inputs, {"normalized": normalized})
+    with pytest.raises(ResponseCheckError, match="differ"):
+        task.check(inputs, {"normalized": vectors})
+    with pytest.raises(ResponseCheckError, match="shape"):
+        task.check(inputs, {"normalized": normalized[:, :8]})
+
+
+def test_tasks_refuse_bad_sizes():
+    with pytest.raises(ValueError, match="batch size"):
+        MnistBatchTask(batch=0)
+    with pytest.raises(ValueError, match="vector length"):
+        L2NormTask(dim=0)
+
+
+def test_request_failure_reports_type_and_message():
+    failure = RequestFailure.wrap(ConnectionResetError("peer went away"))
+    assert repr(failure) == "ConnectionResetError: peer went away"
+    assert isinstance(failure.__cause__, ConnectionResetError)
+
+
+# ------------------------------------------------------------------------------------ thresholds
+
+
+def test_clean_run_passes_default_thresholds():
+    rows = [stats("http mnist b8"), stats("grpc mnist b8")]
+    assert find_violations(rows, stats("Aggregated", 200), Thresholds(), ["http mnist b8"]) == []
+
+
+def test_a_single_failure_breaks_the_default_threshold():
+    rows = [stats("http mnist b8", failures=1), stats("grpc mnist b8")]
+    violations = find_violations(rows, stats("Aggregated", 200, failures=1), Thresholds())
+    assert violations == [
+        "http mnist b8: failure ratio 0.0100 (1/100) above 0",
+        "Aggregated: failure ratio 0.0050 (1/200) above 0",
+    ]
+
+
+def test_failure_ratio_bound_is_per_request_type_and_overall():
+    rows = [
+        stats("http mnist b8", requests=1000, failures=5),
+        stats("grpc mnist b8", requests=10, failures=1),
+    ]
+    total = stats("Aggregated", requests=1010, failures=6)
+    violations = find_violations(rows, total, Thresholds(max_failure_ratio=0.01))
+    # 0.5% and 0.6% overall pass; 10% on the small request type does not hide in the total.
+    assert violations == ["grpc mnist b8: failure ratio 0.1000 (1/10) above 0.01"]
+
+
+def test_p99_is_judged_only_when_a_bound_is_set():
+    rows = [stats("http mnist b8", p99=250.0), stats("http l2norm b4", p99=40.0)]
+    total = stats("Aggregated", 200, p99=250.0)
+    assert find_violations(rows, total, Thresholds()) == []
+    violations = find_violations(rows, total, Thresholds(max_p99_ms=100))
+    assert violations == ["http mnist b8: p99 250 ms above 100 ms"]
+
+
+def test_no_requests_missing_types_and_load_test_exceptions_fail():
+    total = stats("Aggregated", requests=0)
+    violations = find_violations([], total, Thresholds(), ["grpc l2norm b4"], [{"count": 3, "message": "x"}])
+    assert violations == [
+        "no request completed: the load test measured nothing",
+        "grpc l2norm b4: no request of this type ran",
+        "the load test itself raised 3 exception(s): see locust_exceptions.csv",
+    ]
+
+
+@pytest.mark.parametrize(("ratio", "p99"), [(-0.1, None), (1.5, None), (0.0, 0.0), (0.0, -5.0)])
+def test_thresholds_refuse_nonsense(ratio, p99):
+    with pytest.raises(ValueError):
+        Thresholds(max_failure_ratio=ratio, max_p99_ms=p99)
+
+
+# ------------------------------------------------------------------------------------------ reports
+
+
+def test_read_stats_parses_locust_csv(tmp_path):
+    rows, total = report.read_stats(write_run(tmp_path) / "locust_stats.csv")
+    assert [r.name for r in rows] == ["grpc mnist b8", "http l2norm b4"]
+    grpc, http = rows
+    assert (grpc.protocol, grpc.model, grpc.batch) == ("grpc", "mnist", 8)
+    assert grpc.requests_per_s == 100.0 and grpc.items_per_s == 800.0
+    assert (grpc.p50_ms, grpc.p95_ms, grpc.p99_ms) == (5, 7, 9)
+    assert http.failures == 5 and http.failure_ratio == 0.01
+    assert total.name == "Aggregated" and total.requests == 1500 and total.items_per_s is None
+
+
+def test_read_stats_refuses_a_missing_or_foreign_file(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        report.read_stats(tmp_path / "nothing.csv")
+    foreign = tmp_path / "foreign.csv"
+    foreign.write_text(STATS_CSV.rsplit(",Aggregated", 1)[0])
+    with pytest.raises(ValueError, match="Aggregated"):
+        report.read_stats(foreign)
+
+
+def test_summary_files_round_trip_and_say_what_broke(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    summary = report.summarize_run(run_dir, {"users": 4}, Thresholds(max_p99_ms=9.5))
+    json_path, md_path = report.write_summary(summary, run_dir)
+
+    data = json.loads(json_path.read_text())
+    assert data["passed"] is False and data["schema"] == report.SUMMARY_SCHEMA
+    p99s = {e["name"]: e["p99_ms"] for e in data["request_types"]}
+    assert p99s == {"grpc mnist b8": 9, "http l2norm b4": 10}
+    assert data["errors"] == [
+        {"name": "http l2norm b4", "error": "InferenceServerException: [400] bad input", "occurrences": 5}
+    ]
+    assert data["violations"] == [
+        "http l2norm b4: failure ratio 0.0100 (5/500) above 0",
+        "Aggregated: failure ratio 0.0033 (5/1500) above 0",
+        "http l2norm b4: p99 10 ms above 9.5 ms",
+    ]
+    reloaded = report.load_summary(json_path)
+    assert reloaded.request_types == summary.request_types and not reloaded.passed
+
+    markdown = md_path.read_text()
+    assert markdown.startswith("# Load test FAILED")
+    assert "| grpc mnist b8 | 1000 | 0 | 100.0 | 800.0 | 5 | 7 | 9 | 14 |" in markdown
+    assert "- http l2norm b4: p99 10 ms above 9.5 ms" in markdown
+    assert "bad input" in markdown
+
+
+def test_charts_are_written(tmp_path):
+    run_dir = write_run(tmp_path / "run")
+    chart = report.plot_run(run_dir / "locust_stats_history.csv", tmp_path / "chart.png", "test")
+    assert chart is not None and chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert report.plot_run(tmp_path / "no_history.csv", tmp_path / "none.png", "test") is None
+    summary = report.summarize_run(run_dir, {"users": 1}, Thresholds())
+    sweep = report.plot_sweep([(1, summary), (4, summary)], tmp_path / "scaling.png", "test")
+    assert sweep.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+# ------------------------------------------------------------------------------------- command line
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("90", 90.0), ("30s", 30.0), ("2m", 120.0), ("1h30m", 5400.0), ("1m5s", 65.0)]
+)
+def test_parse_duration_reads_locust_time_spans(text, seconds):
+    assert runner.parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "abc", "5x", "0s", "1m-2s"])
+def test_parse_duration_refuses_garbage(text):
+    with pytest.raises(ValueError):
+        runner.parse_duration(text)
+
+
+def test_parse_user_counts():
+    assert runner.parse_user_counts("1,4,16") == [1, 4, 16]
+    for bad in ("", "0", "4,x", "-1"):
+        with pytest.raises(ValueError):
+            runner.parse_user_counts(bad)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--mix", "resnet=1"], "unknown request kind 'resnet'"),
+        (["--protocols", "http=0"], "no positive weight"),
+        (["--users", "0"], "--users"),
+        (["--run-time", "soon"], "bad duration"),
+        (["--batch-size", "0"], "batch size"),
+        (["--max-failure-ratio", "2"], "failure ratio"),
+        (["--mnist-images", "/nonexistent/digits.gz"], "MNIST images not found"),
+    ],
+)
+def test_bad_options_exit_2_with_the_reason(args, message, capsys):
+    assert runner.main(args) == runner.EXIT_ERROR
+    assert message in capsys.readouterr().err
+
+
+def test_no_server_exits_2_and_says_how_to_get_one(tmp_path, capsys):
+    port = free_port()  # nothing listens there
+    args = ["--http-port", str(port), "--grpc-port", str(port), "--wait-for-server", "1"]
+    assert runner.main([*args, "--reports-dir", str(tmp_path)]) == runner.EXIT_ERROR
+    assert "make serve" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())  # nothing half-written
