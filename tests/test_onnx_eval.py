@@ -1,0 +1,221 @@
+"""The CPU chain of trust: the plugin flavour run by the NumPy evaluator (custom nodes = the plugin
+references) agrees with the native flavour run by ONNX Runtime; the FP16/INT8 variants and the calibration."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from trt_plugin_kit import export, mnist, onnx_eval
+
+TOLERANCE = 1e-5
+
+
+@pytest.fixture(scope="module")
+def validation():
+    split = mnist.load_split()
+    return mnist.to_tensor(split.validation_images), split.validation_labels
+
+
+@pytest.fixture(scope="module")
+def fp32_models():
+    return {(m, f): onnx.load(export.onnx_path(m, f)) for m in export.MODELS for f in export.FLAVOURS}
+
+
+def ort_run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def test_mnist_plugin_graph_equals_native_graph_on_validation(validation, fp32_models):
+    images, labels = validation
+    plugin = onnx_eval.run(fp32_models[("mnist", "plugin")], {"image": images})["probabilities"]
+    native = ort_run(fp32_models[("mnist", "native")], {"image": images})[0]
+    assert plugin.dtype == np.float32 and plugin.shape == (1000, 10)
+    np.testing.assert_allclose(plugin, native, atol=TOLERANCE, rtol=0)
+    np.testing.assert_array_equal(plugin.argmax(axis=1), native.argmax(axis=1))
+    assert np.mean(plugin.argmax(axis=1) == labels) >= 0.98
+
+
+def test_mnist_intermediate_tensors_agree(validation, fp32_models):
+    """Layer by layer: each plugin node's output equals the native subgraph's (tensor names are shared)."""
+    images = validation[0][:50]
+    names = ["conv1", "pool1", "conv2", "pool2", "fc1", "prelu", "logits"]
+    plugin = onnx_eval.run(fp32_models[("mnist", "plugin")], {"image": images}, outputs=names)
+    native_model = onnx.ModelProto()
+    native_model.CopyFrom(fp32_models[("mnist", "native")])
+    native_model.graph.output.extend(
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in names]
+    )
+    native = dict(zip(["probabilities", *names], ort_run(native_model, {"image": images}), strict=True))
+    for name in names:
+        scale = max(1.0, float(np.abs(native[name]).max()))
+        np.testing.assert_allclose(plugin[name], native[name], atol=TOLERANCE * scale, rtol=0, err_msg=name)
+
+
+@pytest.mark.parametrize("dim", [1, 3, 64, 1000, 4096])
+def test_l2norm_plugin_graph_equals_native_graph(dim, fp32_models):
+    rng = np.random.default_rng(dim)
+    vectors = (rng.normal(size=(6, dim)) * rng.uniform(1e-3, 1e3, size=(6, 1))).astype(np.float32)
+    vectors[0] = 0.0  # eps keeps an all-zero vector at zero
+    plugin = onnx_eval.run(fp32_models[("l2norm", "plugin")], {"vector": vectors})["normalized"]
+    native = ort_run(fp32_models[("l2norm", "native")], {"vector": vectors})[0]
+    np.testing.assert_allclose(plugin, native, atol=TOLERANCE, rtol=0)
+    np.testing.assert_array_equal(plugin[0], 0.0)
+    np.testing.assert_allclose(np.linalg.norm(plugin[1:].astype(np.float64), axis=1), 1.0, rtol=1e-5)
+
+
+# ------------------------------------------------------------------------------------------ variants
+
+
+@pytest.fixture(scope="module")
+def int8_scales():
+    return export.load_int8_scales()
+
+
+def test_committed_int8_scales_are_the_calibration_of_the_validation_set(
+    validation, fp32_models, int8_scales
+):
+    images = validation[0]
+    fresh = export.calibrate_pool_scales(fp32_models[("mnist", "plugin")], {"image": images})
+    assert fresh == int8_scales
+    # Independent check with ONNX Runtime: max-abs of each pool input / 127.
+    native_model = onnx.ModelProto()
+    native_model.CopyFrom(fp32_models[("mnist", "native")])
+    native_model.graph.output.extend(
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("conv1", "conv2")]
+    )
+    _, conv1, conv2 = ort_run(native_model, {"image": images})
+    assert int8_scales["pool1"]["input_scale"] == pytest.approx(np.abs(conv1).max() / 127, rel=1e-6)
+    assert int8_scales["pool2"]["input_scale"] == pytest.approx(np.abs(conv2).max() / 127, rel=1e-6)
+    assert all(s["output_scale"] == s["input_scale"] for s in int8_scales.values())  # max pools
+
+
+def test_int8_variant_structure(fp32_models, int8_scales):
+    plugin = export.to_int8(fp32_models[("mnist", "plugin")], int8_scales)
+    onnx.checker.check_model(plugin, full_check=True)
+    ops = [node.op_type for node in plugin.graph.node]
+    assert ops[:6] == ["Conv", "QuantizeLinear", "Pool", "DequantizeLinear", "Conv", "QuantizeLinear"]
+    pools = [node for node in plugin.graph.node if node.op_type == "Pool"]
+    for node, name in zip(pools, ("pool1", "pool2"), strict=True):
+        attributes = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        assert attributes["input_scale"] == pytest.approx(int8_scales[name]["input_scale"])
+        assert attributes["output_scale"] == pytest.approx(int8_scales[name]["output_scale"])
+    initializers = {i.name: numpy_helper.to_array(i) for i in plugin.graph.initializer}
+    assert initializers["pool1_zero_point"].dtype == np.int8 and initializers["pool1_zero_point"] == 0
+    native = export.to_int8(fp32_models[("mnist", "native")], int8_scales)
+    onnx.checker.check_model(native, full_check=True)
+    assert all(node.domain == "" for node in native.graph.node)
+    with pytest.raises(ValueError, match="no INT8 scales"):
+        export.to_int8(fp32_models[("mnist", "plugin")], {"pool1": int8_scales["pool1"]})
+    with pytest.raises(ValueError, match="> 0"):
+        export.to_int8(
+            fp32_models[("mnist", "plugin")], {**int8_scales, "pool2": {"input_scale": 0, "output_scale": 1}}
+        )
+
+
+def test_int8_variants_keep_accuracy_and_agree(validation, fp32_models, int8_scales):
+    images, labels = validation
+    plugin = export.to_int8(fp32_models[("mnist", "plugin")], int8_scales)
+    native = export.to_int8(fp32_models[("mnist", "native")], int8_scales)
+    plugin_out = onnx_eval.run(plugin, {"image": images})["probabilities"]
+    native_out = ort_run(native, {"image": images})[0]
+    assert np.mean(plugin_out.argmax(axis=1) == labels) >= 0.98
+    assert np.mean(native_out.argmax(axis=1) == labels) >= 0.98
+    # Float32 vs float64 convolutions may move a value across a rounding boundary of the quantizer
+    # (one INT8 step), so agreement is within one quantization step's effect, not bit-exact.
+    assert np.mean(plugin_out.argmax(axis=1) == native_out.argmax(axis=1)) >= 0.995
+    assert np.abs(plugin_out - native_out).max() < 0.1
+    # The pools themselves are exact in INT8: evaluator Pool(int8) == ONNX Runtime Q/DQ/MaxPool/Q/DQ.
+    fp32_out = onnx_eval.run(fp32_models[("mnist", "plugin")], {"image": images})["probabilities"]
+    assert np.abs(plugin_out - fp32_out).mean() < 1e-2
+
+
+def test_fp16_variants(validation, fp32_models):
+    images, labels = validation
+    for model_name, flavour in fp32_models:
+        variant = export.to_fp16(fp32_models[(model_name, flavour)])
+        onnx.checker.check_model(variant, full_check=True)
+        io_types = [vi.type.tensor_type.elem_type for vi in [*variant.graph.input, *variant.graph.output]]
+        assert io_types == [TensorProto.FLOAT, TensorProto.FLOAT]  # the Triton interface stays FP32
+    plugin = export.to_fp16(fp32_models[("mnist", "plugin")])
+    native = export.to_fp16(fp32_models[("mnist", "native")])
+    assert {i.data_type for i in native.graph.initializer} == {TensorProto.FLOAT16}
+    plugin_out = onnx_eval.run(plugin, {"image": images})["probabilities"]
+    native_out = ort_run(native, {"image": images})[0]
+    assert plugin_out.dtype == np.float32
+    assert np.mean(plugin_out.argmax(axis=1) == labels) >= 0.98
+    assert np.mean(plugin_out.argmax(axis=1) == native_out.argmax(axis=1)) >= 0.995
+    np.testing.assert_allclose(plugin_out, native_out, atol=1e-2)
+    vectors = np.random.default_rng(0).normal(size=(4, 300)).astype(np.float32)
+    l2_plugin = onnx_eval.run(export.to_fp16(fp32_models[("l2norm", "plugin")]), {"vector": vectors})[
+        "normalized"
+    ]
+    l2_native = ort_run(export.to_fp16(fp32_models[("l2norm", "native")]), {"vector": vectors})[0]
+    np.testing.assert_allclose(l2_plugin, l2_native, atol=2e-3)
+
+
+def test_make_variant_dispatch(fp32_models):
+    model = fp32_models[("l2norm", "plugin")]
+    assert export.make_variant(model, "fp32") is model
+    with pytest.raises(ValueError, match="calibrated scales"):
+        export.make_variant(fp32_models[("mnist", "plugin")], "int8")
+    with pytest.raises(ValueError, match="precision"):
+        export.make_variant(model, "int4")
+
+
+# -------------------------------------------------------------------------------------- evaluator errors
+
+
+def _l2norm_with(**attributes) -> onnx.ModelProto:
+    model = export.build_l2norm("plugin")
+    node = model.graph.node[0]
+    for name, value in attributes.items():
+        kept = [a for a in node.attribute if a.name != name]
+        del node.attribute[:]
+        node.attribute.extend([*kept, helper.make_attribute(name, value)])
+    return model
+
+
+def test_evaluator_refuses_what_tensorrt_would_not_find():
+    vectors = np.ones((2, 3), np.float32)
+    with pytest.raises(onnx_eval.EvaluationError, match="would not find the plugin"):
+        onnx_eval.run(_l2norm_with(plugin_namespace="other"), {"vector": vectors})
+    with pytest.raises(onnx_eval.EvaluationError, match="would not find the plugin"):
+        onnx_eval.run(_l2norm_with(plugin_version="2"), {"vector": vectors})
+    with pytest.raises(onnx_eval.EvaluationError, match="no field"):
+        onnx_eval.run(_l2norm_with(epsilon=1e-6), {"vector": vectors})
+    with pytest.raises(ValueError, match="out of range"):
+        onnx_eval.run(_l2norm_with(axis=5), {"vector": vectors})
+
+
+def test_evaluator_input_checks_and_unknown_ops():
+    model = export.build_l2norm("plugin")
+    with pytest.raises(onnx_eval.EvaluationError, match="missing input 'vector'"):
+        onnx_eval.run(model, {})
+    with pytest.raises(onnx_eval.EvaluationError, match="float32"):
+        onnx_eval.run(model, {"vector": np.ones((2, 3), np.float64)})
+    with pytest.raises(onnx_eval.EvaluationError, match="rank 2"):
+        onnx_eval.run(model, {"vector": np.ones(3, np.float32)})
+    mnist_model = onnx.load(export.onnx_path("mnist", "native"))
+    with pytest.raises(onnx_eval.EvaluationError, match="dimension 2 must be 28"):
+        onnx_eval.run(mnist_model, {"image": np.zeros((1, 1, 27, 28), np.float32)})
+    with pytest.raises(onnx_eval.EvaluationError, match="not in the graph"):
+        onnx_eval.run(model, {"vector": np.ones((2, 3), np.float32)}, outputs=["nope"])
+    model.graph.node[0].op_type = "Frobnicate"
+    with pytest.raises(onnx_eval.EvaluationError, match="Frobnicate is not a plugin"):
+        onnx_eval.run(model, {"vector": np.ones((2, 3), np.float32)})
+    model.graph.node[0].domain = "com.example"
+    with pytest.raises(onnx_eval.EvaluationError, match="com.example::Frobnicate is not supported"):
+        onnx_eval.run(model, {"vector": np.ones((2, 3), np.float32)})
+
+
+def test_evaluator_standard_ops_match_onnxruntime_on_the_native_graph(validation, fp32_models):
+    """The evaluator's own Conv/MaxPool/Gemm/PRelu/Softmax agree with ONNX Runtime (used by calibration)."""
+    images = validation[0][:100]
+    ours = onnx_eval.run(fp32_models[("mnist", "native")], {"image": images})["probabilities"]
+    theirs = ort_run(fp32_models[("mnist", "native")], {"image": images})[0]
+    np.testing.assert_allclose(ours, theirs, atol=TOLERANCE, rtol=0)
