@@ -1,0 +1,112 @@
+// FullyConnected: y[N, M] = x[N, K] . W^T + b with one cuBLASLt matmul, the bias fused into its epilogue.
+// Fields: weights (float32, [num_outputs, K] row-major), bias (optional float32, num_outputs values),
+//         num_outputs (int32). Input [N, K] or [N, C, H, W] (flattened after the batch dimension).
+// FP32 (exact FP32 compute, TF32 off) and FP16 (FP32 accumulation).
+#pragma once
+
+#include "../common/device_buffer.h"
+#include "../common/plugin_base.h"
+
+#include <cublasLt.h>
+
+#include <vector>
+
+namespace trt_plugin_kit
+{
+
+//! A cuBLASLt handle owned by one plugin object; a copy starts without one (see DeviceBuffer).
+class CublasLtHandle
+{
+public:
+    CublasLtHandle() = default;
+    CublasLtHandle(CublasLtHandle const& /*other*/) {}
+    CublasLtHandle& operator=(CublasLtHandle const&) = delete;
+    ~CublasLtHandle() { release(); }
+    void create();
+    void release() noexcept;
+    cublasLtHandle_t get() const { return mHandle; }
+
+private:
+    cublasLtHandle_t mHandle{nullptr};
+};
+
+//! The matmul description, layouts and chosen algorithm for one batch size; rebuilt by onShapeChange.
+class MatmulPlan
+{
+public:
+    MatmulPlan() = default;
+    MatmulPlan(MatmulPlan const& /*other*/) {}
+    MatmulPlan& operator=(MatmulPlan const&) = delete;
+    ~MatmulPlan() { release(); }
+    void build(cublasLtHandle_t handle, nvinfer1::DataType type, int64_t n, int64_t k, int64_t m, void const* bias,
+               size_t workspaceBytes);
+    void release() noexcept;
+    cublasStatus_t run(cublasLtHandle_t handle, void const* weights, void const* x, void* y, void* workspace,
+                       size_t workspaceBytes, cudaStream_t stream) const;
+    bool ready() const { return mDesc != nullptr; }
+
+private:
+    cublasLtMatmulDesc_t mDesc{nullptr};
+    cublasLtMatrixLayout_t mWeightsLayout{nullptr};
+    cublasLtMatrixLayout_t mInputLayout{nullptr};
+    cublasLtMatrixLayout_t mOutputLayout{nullptr};
+    cublasLtMatmulAlgo_t mAlgo{};
+};
+
+class FullyConnectedPlugin final : public PluginBase
+{
+public:
+    static constexpr char const* kName = "FullyConnected";
+    //! cuBLASLt workspace requested from TensorRT (the size NVIDIA recommends for Hopper).
+    static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+    FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias, int32_t numOutputs);
+
+protected:
+    int32_t nbInputs() const override { return 1; }
+    int32_t nbOutputs() const override { return 1; }
+    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<FullyConnectedPlugin>(*this); }
+    void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes) const override;
+    void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
+                      nvinfer1::IExprBuilder& exprBuilder) const override;
+    bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in, nvinfer1::DynamicPluginTensorDesc const* out) override;
+    size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* in,
+                         nvinfer1::DynamicPluginTensorDesc const* out) const override;
+    void attach(nvinfer1::IPluginResourceContext* context) override;
+    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+                        void const* const* inputs, void* const* outputs, void* workspace,
+                        cudaStream_t stream) override;
+    void serialize(FieldWriter& writer) const override;
+
+private:
+    void checkInputDims(nvinfer1::Dims const& dims) const;
+    void createResources();
+    void uploadParameters(nvinfer1::DataType type);
+
+    std::vector<float> mWeights;  // [M, K] row-major
+    std::vector<float> mBias;     // empty or [M]
+    int32_t mNumOutputs;          // M
+    int64_t mK;
+
+    // Per-execution-context resources (created in attachToContext, released by the destructor).
+    CublasLtHandle mHandle;
+    DeviceBuffer mDeviceWeights;  // W then bias, in the I/O type
+    bool mUploaded{false};
+    nvinfer1::DataType mUploadedType{nvinfer1::DataType::kFLOAT};
+    MatmulPlan mPlan;
+    int64_t mPlannedN{-1};
+};
+
+class FullyConnectedCreator final : public CreatorBase
+{
+public:
+    FullyConnectedCreator();
+
+protected:
+    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
+                                       nvinfer1::TensorRTPhase phase) const override;
+};
+
+}  // namespace trt_plugin_kit

@@ -1,0 +1,545 @@
+#include "runner.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+
+namespace harness
+{
+using namespace nvinfer1;
+
+namespace
+{
+//! Thrown by the steps below; the message says which TensorRT call misbehaved.
+struct StepFailure : std::runtime_error
+{
+    using std::runtime_error::runtime_error;
+};
+
+template <typename... Parts>
+[[noreturn]] void failStep(Parts const&... parts)
+{
+    std::ostringstream out;
+    (out << ... << parts);
+    throw StepFailure(out.str());
+}
+
+void cudaOk(cudaError_t status, char const* what)
+{
+    if (status != cudaSuccess)
+    {
+        failStep(what, ": ", cudaGetErrorString(status));
+    }
+}
+
+struct PluginDeleter
+{
+    void operator()(IPluginV3* p) const { delete p; }
+};
+using PluginPtr = std::unique_ptr<IPluginV3, PluginDeleter>;
+
+struct Capabilities
+{
+    IPluginV3OneCore* core;
+    IPluginV3OneBuild* build;
+    IPluginV3OneRuntime* runtime;
+};
+
+Capabilities capabilitiesOf(IPluginV3* plugin, std::string const& expectedName)
+{
+    Capabilities caps{static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE)),
+                      static_cast<IPluginV3OneBuild*>(plugin->getCapabilityInterface(PluginCapabilityType::kBUILD)),
+                      static_cast<IPluginV3OneRuntime*>(plugin->getCapabilityInterface(PluginCapabilityType::kRUNTIME))};
+    if (!caps.core || !caps.build || !caps.runtime)
+    {
+        failStep("getCapabilityInterface returned null");
+    }
+    if (std::strcmp(caps.core->getInterfaceInfo().kind, "PLUGIN_V3ONE_CORE") != 0 ||
+        std::strcmp(caps.build->getInterfaceInfo().kind, "PLUGIN_V3ONE_BUILD") != 0 ||
+        std::strcmp(caps.runtime->getInterfaceInfo().kind, "PLUGIN_V3ONE_RUNTIME") != 0)
+    {
+        failStep("capability interfaces report the wrong kinds");
+    }
+    if (expectedName != caps.core->getPluginName() || std::string("1") != caps.core->getPluginVersion() ||
+        std::string("trt_plugin_kit") != caps.core->getPluginNamespace())
+    {
+        failStep("plugin reports ", caps.core->getPluginNamespace(), "::", caps.core->getPluginName(), " v",
+                 caps.core->getPluginVersion());
+    }
+    return caps;
+}
+
+//! getOutputShapes twice: with constant dims (exact result) and with dimension 0 of every input symbolic,
+//! evaluated afterwards (what TensorRT does for a dynamic batch).
+void checkOutputShapes(IPluginV3OneBuild* build, std::vector<TensorSpec> const& inputs,
+                       std::vector<TensorSpec> const& outputs)
+{
+    int32_t const nbIn = static_cast<int32_t>(inputs.size());
+    int32_t const nbOut = static_cast<int32_t>(outputs.size());
+    for (bool symbolic : {false, true})
+    {
+        HarnessExprBuilder builder;
+        std::vector<DimsExprs> in(inputs.size());
+        std::map<int32_t, int64_t> bindings;
+        for (int32_t i = 0; i < nbIn; ++i)
+        {
+            in[i].nbDims = inputs[i].dims.nbDims;
+            for (int32_t d = 0; d < in[i].nbDims; ++d)
+            {
+                bool const makeSymbol = symbolic && d == 0;
+                in[i].d[d] = makeSymbol ? builder.symbol(i) : builder.constant(inputs[i].dims.d[d]);
+                if (makeSymbol)
+                {
+                    bindings[i] = inputs[i].dims.d[0];
+                }
+            }
+        }
+        std::vector<DimsExprs> out(outputs.size());
+        if (build->getOutputShapes(in.data(), nbIn, nullptr, 0, out.data(), nbOut, builder) != 0)
+        {
+            failStep("getOutputShapes failed", symbolic ? " (symbolic batch)" : "");
+        }
+        for (int32_t o = 0; o < nbOut; ++o)
+        {
+            Dims got{};
+            got.nbDims = out[o].nbDims;
+            for (int32_t d = 0; d < got.nbDims; ++d)
+            {
+                if (!symbolic && !out[o].d[d]->isConstant())
+                {
+                    failStep("getOutputShapes: output ", o, " dim ", d, " is not constant for constant inputs");
+                }
+                got.d[d] = HarnessExprBuilder::evaluate(out[o].d[d], bindings);
+            }
+            if (toString(got) != toString(outputs[o].dims))
+            {
+                failStep("getOutputShapes: output ", o, " is ", toString(got), ", expected ", toString(outputs[o].dims),
+                         symbolic ? " (symbolic batch)" : "");
+            }
+        }
+    }
+}
+
+std::vector<DynamicPluginTensorDesc> dynamicDescs(std::vector<TensorSpec> const& specs)
+{
+    std::vector<DynamicPluginTensorDesc> descs(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i)
+    {
+        auto& d = descs[i];
+        d.desc.type = specs[i].type;
+        d.desc.format = TensorFormat::kLINEAR;
+        d.desc.scale = 1.F;
+        d.desc.dims = specs[i].dims;
+        d.min = d.opt = d.max = specs[i].dims;
+        if (specs[i].dims.nbDims > 0)
+        {
+            d.desc.dims.d[0] = -1;  // A dynamic batch, as in the Triton engines.
+            d.min.d[0] = std::min<int64_t>(1, specs[i].dims.d[0]);
+        }
+    }
+    return descs;
+}
+
+//! supportsFormatCombination over every type and format TensorRT might offer, position by position, with
+//! earlier positions fixed to the case's choice (as TensorRT's format search does).
+void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& inputs, std::vector<TensorSpec> const& outputs)
+{
+    std::vector<TensorSpec> all(inputs);
+    all.insert(all.end(), outputs.begin(), outputs.end());
+    auto descs = dynamicDescs(all);
+    int32_t const nbIn = static_cast<int32_t>(inputs.size());
+    int32_t const nbOut = static_cast<int32_t>(outputs.size());
+    DataType const types[] = {DataType::kFLOAT, DataType::kHALF, DataType::kINT8, DataType::kINT32,
+                              DataType::kBOOL,  DataType::kUINT8, DataType::kBF16, DataType::kINT64};
+    TensorFormat const formats[] = {TensorFormat::kLINEAR, TensorFormat::kCHW2, TensorFormat::kHWC8,
+                                    TensorFormat::kCHW4,   TensorFormat::kCHW32, TensorFormat::kHWC};
+    for (int32_t pos = 0; pos < nbIn + nbOut; ++pos)
+    {
+        bool chosenAccepted = false;
+        for (DataType type : types)
+        {
+            for (TensorFormat format : formats)
+            {
+                descs[pos].desc.type = type;
+                descs[pos].desc.format = format;
+                bool const ok = build->supportsFormatCombination(pos, descs.data(), nbIn, nbOut);
+                if (ok && format != TensorFormat::kLINEAR)
+                {
+                    failStep("supportsFormatCombination accepts a non-linear format at position ", pos);
+                }
+                chosenAccepted = chosenAccepted || (ok && type == all[pos].type && format == TensorFormat::kLINEAR);
+            }
+        }
+        if (!chosenAccepted)
+        {
+            failStep("supportsFormatCombination rejects ", typeName(all[pos].type), " linear at position ", pos);
+        }
+        descs[pos].desc.type = all[pos].type;
+        descs[pos].desc.format = TensorFormat::kLINEAR;
+    }
+}
+
+std::vector<PluginTensorDesc> runtimeDescs(std::vector<TensorSpec> const& specs)
+{
+    std::vector<PluginTensorDesc> descs(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i)
+    {
+        descs[i].type = specs[i].type;
+        descs[i].format = TensorFormat::kLINEAR;
+        descs[i].scale = 1.F;
+        descs[i].dims = specs[i].dims;
+    }
+    return descs;
+}
+
+struct DeviceAllocation
+{
+    void* ptr{nullptr};
+    size_t bytes{0};
+    explicit DeviceAllocation(size_t n) : bytes(n)
+    {
+        if (n > 0) cudaOk(cudaMalloc(&ptr, n), "cudaMalloc");
+    }
+    ~DeviceAllocation()
+    {
+        if (ptr) cudaFree(ptr);
+    }
+    DeviceAllocation(DeviceAllocation const&) = delete;
+    DeviceAllocation& operator=(DeviceAllocation const&) = delete;
+};
+
+struct StreamGuard
+{
+    cudaStream_t stream{nullptr};
+    StreamGuard() { cudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
+    ~StreamGuard() { cudaStreamDestroy(stream); }
+};
+
+//! Largest error over the output, relative to the reference's scale (or units for integer outputs).
+double compare(HostTensor const& got, Reference const& ref, std::string& where)
+{
+    bool const integer = got.type == DataType::kINT8 || got.type == DataType::kINT32;
+    int64_t const n = got.count();
+    if (static_cast<int64_t>(ref.values.size()) != n)
+    {
+        failStep("reference has ", ref.values.size(), " values, output has ", n);
+    }
+    double maxAbs = 0.0;
+    for (double v : ref.values) maxAbs = std::max(maxAbs, std::fabs(v));
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+    {
+        double const g = got.get(i);
+        double const r = ref.values[i];
+        if (std::isnan(g) != std::isnan(r))
+        {
+            where = "element " + std::to_string(i) + " is NaN (output not written?)";
+            return INFINITY;
+        }
+        double err;
+        if (integer)
+        {
+            err = std::fabs(g - r);
+        }
+        else
+        {
+            double const scale = ref.scale.empty() ? std::max(std::fabs(r), 1e-3 * maxAbs) : ref.scale[i];
+            err = std::fabs(g - r) / std::max(scale, 1e-30);
+        }
+        if (err > worst)
+        {
+            worst = err;
+            std::ostringstream out;
+            out << "element " << i << ": got " << g << ", expected " << r;
+            where = out.str();
+        }
+    }
+    return worst;
+}
+
+void writeNpy(std::string const& path, HostTensor const& t)
+{
+    char const* descr = t.type == DataType::kFLOAT ? "<f4" : t.type == DataType::kHALF ? "<f2" : t.type == DataType::kINT8 ? "|i1" : "<i4";
+    std::string shape = "(";
+    for (int32_t d = 0; d < t.dims.nbDims; ++d) shape += std::to_string(t.dims.d[d]) + ",";
+    shape += ")";
+    std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+    size_t const total = 10 + header.size() + 1;
+    header.append((64 - total % 64) % 64, ' ');
+    header += '\n';
+    std::ofstream out(path, std::ios::binary);
+    out.write("\x93NUMPY\x01\x00", 8);
+    uint16_t const length = static_cast<uint16_t>(header.size());
+    out.write(reinterpret_cast<char const*>(&length), 2);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(reinterpret_cast<char const*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+}
+
+std::string errorsLogged(RecordingLogger& logger)
+{
+    std::string all;
+    for (auto const& e : logger.take())
+    {
+        if (e.severity <= ILogger::Severity::kERROR) all += e.message + " | ";
+    }
+    return all;
+}
+}  // namespace
+
+IPluginCreatorV3One* findCreator(std::string const& plugin)
+{
+    return asV3Creator(HarnessRegistry::instance().getCreator(plugin.c_str(), "1", "trt_plugin_kit"));
+}
+
+Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int caseIndex)
+{
+    Result result;
+    try
+    {
+        logger.take();
+        IPluginCreatorV3One* creator = findCreator(c.plugin);
+        if (creator == nullptr) failStep("no creator trt_plugin_kit::", c.plugin, " v1 in the registry");
+
+        // ---- build phase
+        PluginPtr plugin(creator->createPlugin("layer", c.fields.collection(), TensorRTPhase::kBUILD));
+        if (!plugin) failStep("createPlugin(kBUILD) returned null: ", errorsLogged(logger));
+        Capabilities caps = capabilitiesOf(plugin.get(), c.plugin);
+        int32_t const nbIn = static_cast<int32_t>(c.inputs.size());
+        int32_t const nbOut = static_cast<int32_t>(c.outputs.size());
+        if (caps.build->getNbOutputs() != nbOut) failStep("getNbOutputs is ", caps.build->getNbOutputs());
+
+        std::vector<DataType> inTypes, outTypes(c.outputs.size());
+        for (auto const& s : c.inputs) inTypes.push_back(s.type);
+        if (caps.build->getOutputDataTypes(outTypes.data(), nbOut, inTypes.data(), nbIn) != 0)
+            failStep("getOutputDataTypes failed: ", errorsLogged(logger));
+        for (int32_t o = 0; o < nbOut; ++o)
+            if (outTypes[o] != c.outputs[o].type) failStep("output ", o, " type is ", typeName(outTypes[o]));
+
+        checkOutputShapes(caps.build, c.inputs, c.outputs);
+        checkFormats(caps.build, c.inputs, c.outputs);
+        auto inDyn = dynamicDescs(c.inputs);
+        auto outDyn = dynamicDescs(c.outputs);
+        if (caps.build->configurePlugin(inDyn.data(), nbIn, outDyn.data(), nbOut) != 0)
+            failStep("configurePlugin failed: ", errorsLogged(logger));
+        auto inConcrete = runtimeDescs(c.inputs);
+        auto outConcrete = runtimeDescs(c.outputs);
+        for (size_t i = 0; i < inDyn.size(); ++i) inDyn[i].desc.dims = c.inputs[i].dims;
+        for (size_t i = 0; i < outDyn.size(); ++i) outDyn[i].desc.dims = c.outputs[i].dims;
+        size_t const workspaceBytes = caps.build->getWorkspaceSize(inDyn.data(), nbIn, outDyn.data(), nbOut);
+
+        // ---- serialize round trip: fields -> bytes -> fields -> createPlugin(kRUNTIME)
+        SerializedFields serialized(caps.runtime->getFieldsToSerialize());
+        PluginPtr runtimePlugin(creator->createPlugin("layer", serialized.collection(), TensorRTPhase::kRUNTIME));
+        if (!runtimePlugin) failStep("createPlugin(kRUNTIME) from serialized fields failed: ", errorsLogged(logger));
+        Capabilities runtimeCaps = capabilitiesOf(runtimePlugin.get(), c.plugin);
+        SerializedFields again(runtimeCaps.runtime->getFieldsToSerialize());
+        if (again.blob() != serialized.blob()) failStep("serialize round trip changed the fields");
+        PluginPtr cloned(runtimePlugin->clone());
+        if (!cloned) failStep("clone returned null");
+
+        if (!options.gpu)
+        {
+            result.pass = true;
+            result.detail = "build-phase calls and serialize round trip (no GPU)";
+            return result;
+        }
+
+        // ---- runtime: attach a clone to a context; the object it came from is released first
+        HarnessResourceContext context;
+        PluginPtr attached(runtimeCaps.runtime->attachToContext(&context));
+        if (!attached) failStep("attachToContext returned null: ", errorsLogged(logger));
+        runtimePlugin.reset();
+        cloned.reset();
+        Capabilities attachedCaps = capabilitiesOf(attached.get(), c.plugin);
+        if (attachedCaps.runtime->onShapeChange(inConcrete.data(), nbIn, outConcrete.data(), nbOut) != 0)
+            failStep("onShapeChange failed: ", errorsLogged(logger));
+
+        std::mt19937 rng(1234U + static_cast<unsigned>(caseIndex));
+        std::vector<HostTensor> inputs;
+        for (auto const& s : c.inputs) inputs.emplace_back(s.type, s.dims);
+        std::vector<Reference> references(c.outputs.size());
+        c.generate(inputs, references, rng);
+
+        std::vector<std::unique_ptr<DeviceAllocation>> dIn, dOut;
+        std::vector<void const*> inPtrs;
+        std::vector<void*> outPtrs;
+        for (auto const& t : inputs)
+        {
+            dIn.push_back(std::make_unique<DeviceAllocation>(t.bytes.size()));
+            cudaOk(cudaMemcpy(dIn.back()->ptr, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "upload");
+            inPtrs.push_back(dIn.back()->ptr);
+        }
+        std::vector<HostTensor> outputs;
+        for (auto const& s : c.outputs)
+        {
+            outputs.emplace_back(s.type, s.dims);
+            dOut.push_back(std::make_unique<DeviceAllocation>(outputs.back().bytes.size()));
+            outPtrs.push_back(dOut.back()->ptr);
+        }
+        DeviceAllocation workspace(workspaceBytes);
+        StreamGuard stream;
+        auto poison = [&] {
+            for (auto const& d : dOut)
+                if (d->bytes) cudaOk(cudaMemset(d->ptr, 0xFF, d->bytes), "poison outputs");  // NaN / -1
+            cudaOk(cudaDeviceSynchronize(), "sync");
+        };
+        auto download = [&](std::vector<HostTensor>& into) {
+            for (size_t o = 0; o < into.size(); ++o)
+                cudaOk(cudaMemcpy(into[o].bytes.data(), dOut[o]->ptr, into[o].bytes.size(), cudaMemcpyDeviceToHost),
+                       "download");
+        };
+
+        poison();
+        if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(), outPtrs.data(),
+                                          workspace.ptr, stream.stream) != 0)
+            failStep("enqueue failed: ", errorsLogged(logger));
+        cudaOk(cudaStreamSynchronize(stream.stream), "kernel execution");
+        download(outputs);
+
+        std::ostringstream detail;
+        detail.precision(2);
+        for (int32_t o = 0; o < nbOut; ++o)
+        {
+            std::string where;
+            double const err = compare(outputs[o], references[o], where);
+            bool const integer = outputs[o].type == DataType::kINT8 || outputs[o].type == DataType::kINT32;
+            detail << (o ? ", " : "") << "out" << o << (integer ? " max diff " : " max rel err ") << std::scientific
+                   << err;
+            if (!(err <= c.tolerance)) failStep("output ", o, " error ", err, " > ", c.tolerance, " at ", where);
+        }
+
+        // ---- the same enqueue captured in a CUDA graph (global capture mode: any forbidden call such as a
+        // synchronization or an allocation inside enqueue breaks the capture) and replayed
+        poison();
+        cudaGraph_t graph = nullptr;
+        cudaOk(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "begin capture");
+        int32_t const captured = attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
+                                                               outPtrs.data(), workspace.ptr, stream.stream);
+        cudaError_t const endStatus = cudaStreamEndCapture(stream.stream, &graph);
+        if (captured != 0 || endStatus != cudaSuccess)
+        {
+            if (graph) cudaGraphDestroy(graph);
+            failStep("enqueue is not capturable in a CUDA graph: ", cudaGetErrorString(endStatus), " ",
+                     errorsLogged(logger));
+        }
+        cudaGraphExec_t exec = nullptr;
+        cudaOk(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
+        cudaError_t launch = cudaGraphLaunch(exec, stream.stream);
+        if (launch == cudaSuccess) launch = cudaGraphLaunch(exec, stream.stream);  // replay twice
+        if (launch == cudaSuccess) launch = cudaStreamSynchronize(stream.stream);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        cudaOk(launch, "graph replay");
+        std::vector<HostTensor> replayed;
+        for (auto const& s : c.outputs) replayed.emplace_back(s.type, s.dims);
+        download(replayed);
+        for (int32_t o = 0; o < nbOut; ++o)
+            if (replayed[o].bytes != outputs[o].bytes) failStep("graph replay of output ", o, " differs from enqueue");
+        detail << "; graph replay identical";
+
+        if (!options.dumpDir.empty() && c.dump)
+        {
+            std::string const base = options.dumpDir + "/case" + std::to_string(caseIndex);
+            for (size_t i = 0; i < inputs.size(); ++i) writeNpy(base + "_in" + std::to_string(i) + ".npy", inputs[i]);
+            for (size_t o = 0; o < outputs.size(); ++o) writeNpy(base + "_out" + std::to_string(o) + ".npy", outputs[o]);
+            std::ofstream meta(base + ".json");
+            meta << "{\"plugin\": \"" << c.plugin << "\", \"label\": \"" << c.label << "\", \"tolerance\": " << c.tolerance
+                 << ", \"inputs\": " << inputs.size() << ", \"outputs\": " << outputs.size()
+                 << ", \"fields\": " << c.fields.toJson() << "}\n";
+        }
+        result.pass = true;
+        result.detail = detail.str();
+    }
+    catch (std::exception const& e)
+    {
+        result.pass = false;
+        result.detail = e.what();
+        cudaGetLastError();  // Don't let one failed case poison the next.
+    }
+    return result;
+}
+
+Result runReject(RejectCase& r, RecordingLogger& logger)
+{
+    Result result;
+    logger.take();
+    IPluginCreatorV3One* creator = findCreator(r.plugin);
+    if (creator == nullptr)
+    {
+        result.detail = "no creator";
+        return result;
+    }
+    for (TensorRTPhase phase : {TensorRTPhase::kBUILD, TensorRTPhase::kRUNTIME})
+    {
+        PluginPtr plugin(creator->createPlugin("layer", r.fields.collection(), phase));
+        std::string const errors = errorsLogged(logger);
+        if (plugin)
+        {
+            result.detail = std::string("createPlugin accepted the fields in phase ") + (phase == TensorRTPhase::kBUILD ? "kBUILD" : "kRUNTIME");
+            return result;
+        }
+        if (errors.find(r.expect) == std::string::npos)
+        {
+            result.detail = "logged error does not mention '" + r.expect + "': " + errors;
+            return result;
+        }
+        result.detail = errors.substr(0, errors.size() > 3 ? errors.size() - 3 : 0);
+    }
+    result.pass = true;
+    return result;
+}
+
+Result runShapeError(ShapeErrorCase& s, RecordingLogger& logger)
+{
+    Result result;
+    try
+    {
+        logger.take();
+        IPluginCreatorV3One* creator = findCreator(s.plugin);
+        if (creator == nullptr) failStep("no creator");
+        PluginPtr plugin(creator->createPlugin("layer", s.fields.collection(), TensorRTPhase::kBUILD));
+        if (!plugin) failStep("createPlugin rejected good fields: ", errorsLogged(logger));
+        Capabilities caps = capabilitiesOf(plugin.get(), s.plugin);
+        int32_t const nbIn = static_cast<int32_t>(s.inputs.size());
+        int32_t const nbOut = static_cast<int32_t>(s.outputs.size());
+        // getOutputShapes with constant dims, configurePlugin, onShapeChange: at least the first two must fail,
+        // and none may crash.
+        HarnessExprBuilder builder;
+        std::vector<DimsExprs> in(s.inputs.size()), out(s.outputs.size());
+        for (int32_t i = 0; i < nbIn; ++i)
+        {
+            in[i].nbDims = s.inputs[i].dims.nbDims;
+            for (int32_t d = 0; d < in[i].nbDims; ++d) in[i].d[d] = builder.constant(s.inputs[i].dims.d[d]);
+        }
+        int32_t const shapes = caps.build->getOutputShapes(in.data(), nbIn, nullptr, 0, out.data(), nbOut, builder);
+        auto inDyn = dynamicDescs(s.inputs);
+        auto outDyn = dynamicDescs(s.outputs);
+        for (size_t i = 0; i < inDyn.size(); ++i) inDyn[i].desc.dims = inDyn[i].min = inDyn[i].max = s.inputs[i].dims;
+        int32_t const configured = caps.build->configurePlugin(inDyn.data(), nbIn, outDyn.data(), nbOut);
+        auto inRt = runtimeDescs(s.inputs);
+        auto outRt = runtimeDescs(s.outputs);
+        int32_t const changed = caps.runtime->onShapeChange(inRt.data(), nbIn, outRt.data(), nbOut);
+        std::string const errors = errorsLogged(logger);
+        if (shapes == 0 || configured == 0 || changed == 0)
+            failStep("not reported by every stage (getOutputShapes ", shapes, ", configurePlugin ", configured,
+                     ", onShapeChange ", changed, ")");
+        if (errors.find(s.expect) == std::string::npos)
+            failStep("logged errors do not mention '", s.expect, "': ", errors);
+        result.pass = true;
+        result.detail = errors.substr(0, std::min<size_t>(errors.size(), 160));
+    }
+    catch (std::exception const& e)
+    {
+        result.detail = e.what();
+    }
+    return result;
+}
+
+}  // namespace harness

@@ -1,0 +1,70 @@
+#include "l2normalize_plugin.h"
+
+#include "../common/tensor.h"
+#include "l2normalize_kernel.h"
+
+#include <cmath>
+
+namespace trt_plugin_kit
+{
+using namespace nvinfer1;
+
+namespace
+{
+constexpr int32_t kMaxRank = 8;
+}
+
+void L2NormalizePlugin::checkRank(int32_t rank) const
+{
+    check(rank >= 1 && rank <= kMaxRank, "input rank ", rank, " is not supported (1 to ", kMaxRank, ")");
+    normalizeAxis(mParams.axis, rank, kName);  // An axis beyond the input's rank is reported here.
+}
+
+void L2NormalizePlugin::configure(DynamicPluginTensorDesc const* in, DynamicPluginTensorDesc const* /*out*/)
+{
+    checkRank(in[0].desc.dims.nbDims);
+}
+
+void L2NormalizePlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc const* out)
+{
+    checkRuntimeTensors(in, out);
+    Dims const& dims = in[0].dims;
+    int32_t const axis = normalizeAxis(mParams.axis, dims.nbDims, kName);
+    mOuter = volume(dims, 0, axis);
+    mLength = dims.d[axis];
+    mInner = volume(dims, axis + 1);
+}
+
+int32_t L2NormalizePlugin::enqueueImpl(PluginTensorDesc const* inputDesc, PluginTensorDesc const* /*outputDesc*/,
+                                       void const* const* inputs, void* const* outputs, void* /*workspace*/,
+                                       cudaStream_t stream)
+{
+    return launchL2Normalize(inputDesc[0].type, inputs[0], outputs[0], mOuter, mLength, mInner, mParams.eps,
+                             stream);
+}
+
+void L2NormalizePlugin::serialize(FieldWriter& writer) const
+{
+    writer.addInt("axis", mParams.axis);
+    writer.addFloat("eps", mParams.eps);
+}
+
+L2NormalizeCreator::L2NormalizeCreator() : CreatorBase(L2NormalizePlugin::kName)
+{
+    mFieldNames.declare("axis", PluginFieldType::kINT32, 1);
+    mFieldNames.declare("eps", PluginFieldType::kFLOAT32, 1);
+}
+
+std::unique_ptr<PluginBase> L2NormalizeCreator::create(PluginFieldCollection const* fc, TensorRTPhase /*phase*/) const
+{
+    FieldReader fields(L2NormalizePlugin::kName, fc, {"axis", "eps"});
+    L2NormalizeParams params;
+    params.axis = fields.getInt("axis").value_or(params.axis);
+    params.eps = fields.getFloat("eps").value_or(params.eps);
+    check(params.axis >= -kMaxRank && params.axis < kMaxRank, "axis ", params.axis, " is out of range for any rank",
+          " up to ", kMaxRank);
+    check(params.eps >= 0.F, "eps must be >= 0, got ", params.eps);
+    return std::make_unique<L2NormalizePlugin>(params);
+}
+
+}  // namespace trt_plugin_kit

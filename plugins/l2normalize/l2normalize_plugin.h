@@ -1,0 +1,51 @@
+// L2Normalize: TensorFlow's l2_normalize as a TensorRT plugin.
+//   y = x / sqrt(max(sum(x^2 over axis), eps))
+// Fields: axis (int32, default -1, negative counts from the end), eps (float32, default 1e-12, >= 0).
+#pragma once
+
+#include "../common/unary_plugin.h"
+
+namespace trt_plugin_kit
+{
+
+struct L2NormalizeParams
+{
+    int32_t axis{-1};
+    float eps{1e-12F};
+};
+
+class L2NormalizePlugin final : public UnaryFloatPlugin
+{
+public:
+    static constexpr char const* kName = "L2Normalize";
+    explicit L2NormalizePlugin(L2NormalizeParams params) : UnaryFloatPlugin(kName), mParams(params) {}
+
+protected:
+    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<L2NormalizePlugin>(*this); }
+    void checkRank(int32_t rank) const override;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in, nvinfer1::DynamicPluginTensorDesc const* out) override;
+    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
+                        void const* const* inputs, void* const* outputs, void* workspace,
+                        cudaStream_t stream) override;
+    void serialize(FieldWriter& writer) const override;
+
+private:
+    L2NormalizeParams mParams;
+    // Launch geometry cached by onShapeChange: x viewed as [outer, length, inner].
+    int64_t mOuter{0};
+    int64_t mLength{0};
+    int64_t mInner{0};
+};
+
+class L2NormalizeCreator final : public CreatorBase
+{
+public:
+    L2NormalizeCreator();
+
+protected:
+    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
+                                       nvinfer1::TensorRTPhase phase) const override;
+};
+
+}  // namespace trt_plugin_kit

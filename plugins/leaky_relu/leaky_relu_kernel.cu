@@ -1,0 +1,43 @@
+#include "leaky_relu_kernel.h"
+
+#include "../common/elementwise.cuh"
+
+namespace trt_plugin_kit
+{
+namespace
+{
+struct LeakyReluOp
+{
+    float negativeSlope;
+    template <typename Index>
+    __device__ __forceinline__ float operator()(float v, Index /*i*/) const
+    {
+        return v > 0.F ? v : v * negativeSlope;
+    }
+};
+
+template <typename T>
+cudaError_t launchTyped(void const* x, void* y, int64_t count, float negativeSlope, cudaStream_t stream)
+{
+    auto const* in = static_cast<T const*>(x);
+    auto* out = static_cast<T*>(y);
+    if (count <= INT32_MAX)
+    {
+        return launchElementwise<T, uint32_t>(in, out, count, LeakyReluOp{negativeSlope}, stream);
+    }
+    return launchElementwise<T, int64_t>(in, out, count, LeakyReluOp{negativeSlope}, stream);
+}
+}  // namespace
+
+cudaError_t launchLeakyRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count, float negativeSlope,
+                            cudaStream_t stream)
+{
+    switch (type)
+    {
+    case nvinfer1::DataType::kFLOAT: return launchTyped<float>(x, y, count, negativeSlope, stream);
+    case nvinfer1::DataType::kHALF: return launchTyped<__half>(x, y, count, negativeSlope, stream);
+    default: return cudaErrorInvalidValue;
+    }
+}
+
+}  // namespace trt_plugin_kit
