@@ -74,7 +74,7 @@ class InferenceError(ClientError):
 
 
 class RejectedInputError(InferenceError):
-    """The server refused a request's data (gRPC INVALID_ARGUMENT / HTTP 400), e.g. an image without a digit."""
+    """The server refused the data of a request (gRPC INVALID_ARGUMENT, HTTP 400): e.g. a blank picture."""
 
     exit_code = EXIT_BAD_INPUT
 

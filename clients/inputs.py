@@ -13,15 +13,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from clients.errors import BadInputError
-from trt_plugin_kit import mnist
+from trt_plugin_kit import mnist, serving_preprocess
 
 # Suffixes picked up when a directory is given (files named explicitly are taken whatever their suffix).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".pbm")
 # mnist_preprocess decodes these; other formats are re-encoded losslessly as PNG by the client.
-SERVER_FORMATS = ("PNG", "JPEG")
+SERVER_FORMATS = serving_preprocess.ACCEPTED_FORMATS
 MAX_LISTED_ERRORS = 10
 
 
@@ -83,11 +83,13 @@ def read_image(path: Path) -> EncodedImage:
                 raise BadInputError(f"{path}: image has no pixels")
             if file_format not in SERVER_FORMATS:
                 buffer = io.BytesIO()
-                image.save(buffer, format="PNG")
+                ImageOps.exif_transpose(image).save(buffer, format="PNG")  # PNG would drop the EXIF rotation
                 data = buffer.getvalue()
     except UnidentifiedImageError as exc:
         raise BadInputError(f"{path}: not an image Pillow can read") from exc
-    except (OSError, ValueError, SyntaxError) as exc:  # truncated or corrupt image data
+    except Image.DecompressionBombError as exc:
+        raise BadInputError(f"{path}: refused, too many pixels ({exc})") from exc
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:  # truncated or corrupt image data
         raise BadInputError(f"{path}: corrupt image ({exc})") from exc
     return EncodedImage(path, data, file_format)
 
@@ -107,12 +109,11 @@ def read_images(paths: list[Path]) -> list[EncodedImage]:
 
 
 def preprocess_for_mnist(image: EncodedImage) -> np.ndarray:
-    """The `mnist` model input ([1, 28, 28] float32) made client side, exactly as mnist_preprocess does."""
+    """The `mnist` model input ([1, 28, 28] float32) made client side by the very code mnist_preprocess
+    runs on the server (same limits, EXIF rotation, trt_plugin_kit.mnist.preprocess_image)."""
     try:
-        with Image.open(io.BytesIO(image.data)) as opened:
-            opened.load()
-            return mnist.preprocess_image(opened)
-    except ValueError as exc:
+        return serving_preprocess.decode_digit(image.data)
+    except serving_preprocess.ImageRejected as exc:
         raise BadInputError(f"{image.path}: {exc}") from exc
 
 
@@ -199,10 +200,9 @@ def load_vectors(source: str) -> np.ndarray:
     if not np.all(np.isfinite(array)):
         bad = np.argwhere(~np.isfinite(array))[0]
         raise BadInputError(f"{name}: vector {bad[0]} element {bad[1]} is not a finite number")
-    vectors = array.astype(np.float32)
-    if not np.all(np.isfinite(vectors)):
+    if np.abs(array).max() > np.finfo(np.float32).max:
         raise BadInputError(f"{name}: values too large for float32")
-    return vectors
+    return array.astype(np.float32)
 
 
 def save_vectors(path: str, vectors: np.ndarray) -> None:
