@@ -1,0 +1,76 @@
+// Pool: 2-D max or average pooling over H and W of an [N, C, H, W] tensor (ONNX MaxPool / AveragePool with
+// floor rounding), FP32, FP16 or true INT8 (same type in and out, linear format).
+// Fields: mode ("max" | "average", required), kernel (int32 [kh, kw], required), stride (int32 [sh, sw],
+// default = kernel), padding (int32 [ph, pw], default [0, 0], each < kernel), count_include_pad (int32 0/1,
+// default 0, average only), input_scale / output_scale (float32 > 0, required when the I/O type is INT8).
+// Output: [N, C, (H + 2ph - kh) / sh + 1, (W + 2pw - kw) / sw + 1]. See plugins/pool/README.md.
+#pragma once
+
+#include <array>
+#include <optional>
+
+#include "../common/plugin_base.h"
+#include "pool_kernel.h"
+
+namespace trt_plugin_kit
+{
+
+struct PoolConfig
+{
+    PoolMode mode{PoolMode::kMAX};
+    std::array<int32_t, 2> kernel{1, 1};
+    std::array<int32_t, 2> stride{1, 1};
+    std::array<int32_t, 2> padding{0, 0};
+    bool countIncludePad{false};
+    std::optional<float> inputScale;
+    std::optional<float> outputScale;
+};
+
+class PoolPlugin final : public PluginBase
+{
+public:
+    static constexpr char const* kName = "Pool";
+    explicit PoolPlugin(PoolConfig config) : PluginBase(kName), mConfig(config) {}
+
+protected:
+    int32_t nbInputs() const override { return 1; }
+    int32_t nbOutputs() const override { return 1; }
+    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<PoolPlugin>(*this); }
+    void outputDataTypes(nvinfer1::DataType* outputTypes,
+                         nvinfer1::DataType const* inputTypes) const override;
+    void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
+                      nvinfer1::IExprBuilder& exprBuilder) const override;
+    bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
+                   nvinfer1::DynamicPluginTensorDesc const* out) override;
+    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
+                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
+                        void* const* outputs, void* workspace, cudaStream_t stream) override;
+    void serialize(FieldWriter& writer) const override;
+
+private:
+    //! Throws unless `type` is FP32, FP16 or INT8 and, for INT8, both scales are set.
+    void checkType(nvinfer1::DataType type) const;
+    //! Output extent of spatial axis `axis` (0: H, 1: W) for an input extent `in`; throws when the window
+    //! does not fit the padded input or the extent is out of range.
+    int64_t outputExtent(int64_t in, int32_t axis) const;
+
+    PoolConfig mConfig;
+    // Launch geometry cached by onShapeChange (enqueue only launches).
+    PoolGeometry mGeometry;
+    nvinfer1::DataType mType{nvinfer1::DataType::kFLOAT};
+    bool mReady{false};
+};
+
+class PoolCreator final : public CreatorBase
+{
+public:
+    PoolCreator();
+
+protected:
+    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
+                                       nvinfer1::TensorRTPhase phase) const override;
+};
+
+}  // namespace trt_plugin_kit
