@@ -1,0 +1,120 @@
+"""CI smoke run of the load test: `python -m loadtests` (what `make loadtest` runs) against the real CPU
+tritonserver of the `triton_server` fixture, over both protocols, plus two runs that must fail their
+thresholds. About 45 s in all on 2 cores.
+
+The failing runs go first: the clean run after them also shows that the server kept serving.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import tritonclient.http
+
+from loadtests import report
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SMOKE_RUN_TIME = "20s"
+# Every request type the default mix sends, over both protocols (default --batch-size 8, --l2norm-batch 4).
+DEFAULT_REQUEST_TYPES = {
+    f"{protocol} {model}"
+    for protocol in ("http", "grpc")
+    for model in ("mnist_pipeline b1", "mnist b8", "l2norm b4")
+}
+
+
+def run_loadtest(server, reports_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    http_host, http_port = server.http_url.rsplit(":", 1)
+    _, grpc_port = server.grpc_url.rsplit(":", 1)
+    # Only what the command line says: no stray LOADTEST_* / TRITON_* settings from the environment.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADTEST_", "TRITON_", "LOCUST_"))}
+    command = [
+        sys.executable,
+        "-m",
+        "loadtests",
+        "--host",
+        http_host,
+        "--http-port",
+        http_port,
+        "--grpc-port",
+        grpc_port,
+        "--reports-dir",
+        str(reports_dir),
+        *args,
+    ]
+    return subprocess.run(
+        command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def explain(result: subprocess.CompletedProcess) -> str:
+    return f"exit {result.returncode}\nstdout:\n{result.stdout[-3000:]}\nstderr:\n{result.stderr[-3000:]}"
+
+
+@pytest.mark.timeout(180)
+def test_failed_requests_break_the_default_threshold(triton_server, tmp_path):
+    client = tritonclient.http.InferenceServerClient(triton_server.http_url)
+    try:
+        too_big = client.get_model_config("mnist")["max_batch_size"] + 1
+    finally:
+        client.close()
+    result = run_loadtest(
+        triton_server,
+        tmp_path,
+        *("--mix", "mnist", "--batch-size", str(too_big), "--users", "2", "--run-time", "4s"),
+    )
+    assert result.returncode == 1, explain(result)
+    summary = report.load_summary(tmp_path / "summary.json")
+    assert not summary.passed
+    assert summary.total.requests > 0 and summary.total.failures == summary.total.requests
+    assert any("failure ratio 1.0000" in violation for violation in summary.violations)
+    # The server's reason reaches the report, per protocol.
+    assert {error["name"] for error in summary.errors} == {f"http mnist b{too_big}", f"grpc mnist b{too_big}"}
+    assert all("batch" in error["error"].lower() for error in summary.errors), summary.errors
+    assert "THRESHOLD BROKEN" in result.stdout
+
+
+@pytest.mark.timeout(180)
+def test_p99_bound_breaks_the_run(triton_server, tmp_path):
+    result = run_loadtest(
+        triton_server,
+        tmp_path,
+        *("--mix", "l2norm", "--users", "2", "--run-time", "4s", "--max-p99-ms", "0.001"),
+    )
+    assert result.returncode == 1, explain(result)
+    summary = report.load_summary(tmp_path / "summary.json")
+    assert summary.total.failures == 0
+    assert summary.violations and all(" p99 " in violation for violation in summary.violations)
+    assert "FAILED" in (tmp_path / "summary.md").read_text().splitlines()[0]
+
+
+@pytest.mark.timeout(300)
+def test_smoke_run_both_protocols_zero_failures(triton_server, tmp_path):
+    result = run_loadtest(triton_server, tmp_path, "--users", "4", "--run-time", SMOKE_RUN_TIME)
+    assert result.returncode == 0, explain(result)
+
+    for name in ("locust_stats.csv", "locust_stats_history.csv", "locust_failures.csv", "locust.html"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    assert (tmp_path / "chart.png").read_bytes()[:4] == b"\x89PNG"
+
+    summary = report.load_summary(tmp_path / "summary.json")
+    assert summary.passed and summary.violations == []
+    by_name = {stats.name: stats for stats in summary.request_types}
+    assert set(by_name) == DEFAULT_REQUEST_TYPES
+    for stats in by_name.values():
+        assert stats.requests > 0 and stats.failures == 0, stats
+        assert stats.requests_per_s > 0 and stats.p50_ms is not None and stats.p99_ms >= stats.p50_ms
+        # Response length = bytes of the output tensors: 10 FP32 probabilities per digit, 128 FP32 per vector.
+        per_item = 128 * 4 if stats.model == "l2norm" else 10 * 4
+        assert stats.avg_response_bytes == stats.batch * per_item, stats
+    assert summary.total.failures == 0 and summary.total.requests == sum(s.requests for s in by_name.values())
+    assert summary.run["users"] == 4 and summary.run["http_url"] == triton_server.http_url
+
+    markdown = (tmp_path / "summary.md").read_text()
+    assert markdown.startswith("# Load test PASSED")
+    assert all(f"| {name} |" in markdown for name in DEFAULT_REQUEST_TYPES)
+    assert "grpc mnist_pipeline b1" in (tmp_path / "locust.html").read_text()
