@@ -46,14 +46,20 @@ __device__ __forceinline__ float blockSum(float v)
     return total;
 }
 
+//! Threads per block: several rows per block for sub-warp rows, exactly one row per block otherwise.
+template <int ThreadsPerRow>
+constexpr int blockThreads()
+{
+    return ThreadsPerRow <= 32 ? kBlock : ThreadsPerRow;
+}
+
 //! One row per `ThreadsPerRow` threads, each holding `VecsPerThread` 16-byte vectors in registers.
 template <typename T, int ThreadsPerRow, int VecsPerThread>
-__global__ void __launch_bounds__(ThreadsPerRow > kBlock ? ThreadsPerRow : kBlock)
+__global__ void __launch_bounds__(blockThreads<ThreadsPerRow>())
     l2NormRowsInRegisters(T const* __restrict__ x, T* __restrict__ y, int64_t rows, int32_t rowVecs, float eps)
 {
     constexpr int kVec = Vec16<T>::kSize;
-    constexpr int kThreads = ThreadsPerRow > kBlock ? ThreadsPerRow : kBlock;
-    constexpr int kRowsPerBlock = kThreads / ThreadsPerRow;
+    constexpr int kRowsPerBlock = blockThreads<ThreadsPerRow>() / ThreadsPerRow;
     int const lane = threadIdx.x % ThreadsPerRow;
     int64_t const row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / ThreadsPerRow;
     bool const rowValid = row < rows;
@@ -157,7 +163,7 @@ __global__ void __launch_bounds__(kBlock) l2NormStrided(T const* __restrict__ x,
 template <typename T, int ThreadsPerRow, int VecsPerThread>
 cudaError_t launchRows(T const* x, T* y, int64_t rows, int64_t rowVecs, float eps, cudaStream_t stream)
 {
-    constexpr int kThreads = ThreadsPerRow > kBlock ? ThreadsPerRow : kBlock;
+    constexpr int kThreads = blockThreads<ThreadsPerRow>();
     constexpr int kRowsPerBlock = kThreads / ThreadsPerRow;
     l2NormRowsInRegisters<T, ThreadsPerRow, VecsPerThread>
         <<<ceilDiv(rows, kRowsPerBlock), kThreads, 0, stream>>>(x, y, rows, static_cast<int32_t>(rowVecs), eps);

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The plugin library's GPU verification, in one command on a machine with an NVIDIA GPU:
+#   1. builds libtrt_plugin_kit.so + plugin_harness against every TensorRT header set,
+#   2. runs the full harness on the GPU (every plugin x dtype x shape, graph replay, bad fields, shapes),
+#   3. cross-checks the dumped small cases with the NumPy references (trt_plugin_kit.reference),
+#   4. reruns the small cases under compute-sanitizer memcheck (with leak check) and racecheck.
+# Usage: scripts/gpu_check.sh [HEADERS_DIR]   (default ../shared/vendor/tensorrt; logs in $OUT or build/gpu-check)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+HEADERS=${1:-../shared/vendor/tensorrt}
+LOGS=${OUT:-build/gpu-check}
+mkdir -p "$LOGS"
+SANITIZER_MAX_ELEMENTS=${SANITIZER_MAX_ELEMENTS:-300000}
+status=0
+summary=()
+note() { summary+=("$1"); echo "== $1"; }
+
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/device.txt"
+for v in $(ls "$HEADERS"); do
+  build=build/gpu-$v
+  cmake -S plugins -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORRT_INCLUDE_DIR="$PWD/$HEADERS/$v/include" >>"$LOGS/cmake.log" 2>&1 \
+    && cmake --build "$build" -j "$(nproc)" >>"$LOGS/cmake.log" 2>&1 || { note "build $v: FAILED"; tail -30 "$LOGS/cmake.log"; status=1; continue; }
+  dump=build/gpu-dump-$v; rm -rf "$dump" && mkdir -p "$dump"
+  "$build/plugin_harness" --library "$build/libtrt_plugin_kit.so" --dump "$dump" >"$LOGS/harness-$v.log" 2>&1 || status=1
+  grep -v '^PASS' "$LOGS/harness-$v.log"; note "harness TensorRT $v headers: $(tail -1 "$LOGS/harness-$v.log")"
+  PYTHONPATH=. python3 -m trt_plugin_kit.harness_dumps "$dump" >"$LOGS/numpy-$v.txt" 2>&1 || status=1
+  grep -v "^PASS" "$LOGS/numpy-$v.txt"; note "numpy cross-check TensorRT $v: $(tail -1 "$LOGS/numpy-$v.txt")"; cat "$LOGS/numpy-$v.txt" >> "$LOGS/numpy.log"; rm "$LOGS/numpy-$v.txt"
+done
+last=build/gpu-$(ls "$HEADERS" | tail -1)
+for tool in memcheck racecheck; do
+  extra=""; [ "$tool" = memcheck ] && extra="--leak-check full"
+  compute-sanitizer --tool $tool $extra --error-exitcode 99 "$last/plugin_harness" --library "$last/libtrt_plugin_kit.so" \
+    --max-elements "$SANITIZER_MAX_ELEMENTS" >"$LOGS/sanitizer-$tool.log" 2>&1 || status=1
+  note "compute-sanitizer $tool (cases <= $SANITIZER_MAX_ELEMENTS input elements): $(grep -E 'ERROR SUMMARY|harness:' "$LOGS/sanitizer-$tool.log" | tr '\n' ' ')"
+done
+printf '%s\n' "${summary[@]}" | tee "$LOGS/summary.txt"
+exit $status
