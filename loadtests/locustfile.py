@@ -16,13 +16,16 @@ import grpc.experimental.gevent
 
 grpc.experimental.gevent.init_gevent()
 
+import json  # noqa: E402
 import time  # noqa: E402
 
+import gevent  # noqa: E402
 import numpy as np  # noqa: E402
 import tritonclient.grpc  # noqa: E402
 import tritonclient.http  # noqa: E402
 import tritonclient.utils  # noqa: E402
 from locust import User, constant, events  # noqa: E402
+from locust.stats import StatsError  # noqa: E402
 
 from loadtests.workloads import (  # noqa: E402
     PROTOCOLS,
@@ -64,6 +67,11 @@ def _add_arguments(parser) -> None:
         help="seconds before a request counts as failed",
     )
     group.add_argument("--mnist-images", default=None, env_var="MNIST_IMAGES", help="IDX images (.gz)")
+    group.add_argument(
+        "--final-stats",
+        default=None,
+        help="write the statistics at the end of the run to this JSON file (python -m loadtests reads it)",
+    )
 
 
 @events.init.add_listener
@@ -89,10 +97,55 @@ def _configure_users(environment, **_kwargs) -> None:
         user_class.request_timeout = options.request_timeout
     HttpTritonUser.port = options.triton_http_port
     GrpcTritonUser.port = options.triton_grpc_port
+    # Building the payload pools above blocked the event loop for a moment, and gevent's loop keeps the
+    # time of its last iteration: without a refresh, Locust's --run-time timer (armed next) would count
+    # that moment as part of the run and end it early.
+    gevent.get_hub().loop.update_now()
     # A protocol of weight 0 gets no users: drop its class, as Locust does for classes declared so.
     environment.user_classes[:] = [cls for cls in environment.user_classes if cls.weight > 0]
     if not environment.user_classes:
         raise ValueError(f"--protocol-mix {options.protocol_mix!r} leaves no user class to run")
+
+
+@events.test_stop.add_listener
+def _write_final_stats(environment, **_kwargs) -> None:
+    # Locust's --csv files are snapshots taken every second, so they miss the last moments of a run
+    # (a failure there would go unnoticed). test_stop fires once every user has stopped: these are final.
+    options = environment.parsed_options
+    if options is None or not options.final_stats:
+        return
+    stats = environment.stats
+
+    def entry(stats_entry) -> dict:
+        has_requests = stats_entry.num_requests > 0
+        return {
+            "type": stats_entry.method or "",
+            "name": stats_entry.name,
+            "requests": stats_entry.num_requests,
+            "failures": stats_entry.num_failures,
+            "requests_per_s": stats_entry.total_rps,
+            "avg_ms": stats_entry.avg_response_time if has_requests else None,
+            "max_ms": stats_entry.max_response_time if has_requests else None,
+            "avg_response_bytes": stats_entry.avg_content_length if has_requests else None,
+            **{
+                key: stats_entry.get_response_time_percentile(fraction) if has_requests else None
+                for key, fraction in (("p50_ms", 0.50), ("p95_ms", 0.95), ("p99_ms", 0.99))
+            },
+        }
+
+    final = {
+        "request_types": [entry(e) for _, e in sorted(stats.entries.items())],
+        "total": entry(stats.total),
+        "errors": [
+            {"name": e.name, "error": StatsError.parse_error(e.error), "occurrences": e.occurrences}
+            for e in stats.errors.values()
+        ],
+        "exceptions": [
+            {"count": e["count"], "message": e["msg"]} for e in (environment.runner.exceptions or {}).values()
+        ],
+    }
+    with open(options.final_stats, "w") as handle:
+        json.dump(final, handle, indent=2)
 
 
 class TritonUser(User):

@@ -1,8 +1,10 @@
-"""Reads Locust's CSV reports, judges them against thresholds, writes the summary and the charts.
+"""Reads a run's statistics, judges them against thresholds, writes the summary and the charts.
 
 Pure Python + matplotlib: nothing here talks to a server, so the pass/fail logic is unit-tested on its own.
-Figures come from Locust's own CSV files (the same numbers as its HTML report); Locust rounds response
-time percentiles to whole milliseconds below 100 ms (and to 2 significant digits above).
+The judged figures are Locust's own statistics at the end of the run (written by the locustfile's
+--final-stats, the same numbers as Locust's HTML report); Locust's periodic CSV history feeds the charts.
+Locust rounds response times to whole milliseconds below 100 ms (2 significant digits above), so
+percentiles are in whole milliseconds.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from pathlib import Path
 from loadtests.workloads import parse_request_name
 
 SUMMARY_SCHEMA = 1
-# Locust's file names under a run folder, from `--csv <run_dir>/locust`.
+# Locust's file names under a run folder: `--csv <run_dir>/locust` gives locust_stats.csv,
+# locust_stats_history.csv (the charts' data), ...; the locustfile's --final-stats the figures judged.
 CSV_PREFIX = "locust"
+FINAL_STATS_FILE = "locust_final_stats.json"
 PERCENTILES = {"p50_ms": "50%", "p95_ms": "95%", "p99_ms": "99%"}
 TOTAL_NAME = "Aggregated"
 
@@ -88,7 +92,7 @@ class RunSummary:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Reading Locust's CSV files
+# Reading a run's statistics
 
 
 def _number(text: str | None) -> float | None:
@@ -98,57 +102,46 @@ def _number(text: str | None) -> float | None:
     return None if math.isnan(value) else value
 
 
-def read_stats(stats_csv: Path) -> tuple[list[RequestTypeStats], RequestTypeStats]:
-    """Parses <prefix>_stats.csv into per-request-type rows and the Aggregated row."""
-    if not stats_csv.is_file():
-        raise FileNotFoundError(f"Locust wrote no statistics file {stats_csv}")
-    rows: list[RequestTypeStats] = []
-    total = None
-    with stats_csv.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            parsed = parse_request_name(row["Name"])
-            requests = int(row["Request Count"])
-            rps = _number(row["Requests/s"]) or 0.0
-            stats = RequestTypeStats(
-                name=row["Name"],
-                protocol=parsed.protocol if parsed else None,
-                model=parsed.model if parsed else None,
-                batch=parsed.batch if parsed else None,
-                requests=requests,
-                failures=int(row["Failure Count"]),
-                requests_per_s=rps,
-                items_per_s=rps * parsed.batch if parsed else None,
-                avg_ms=_number(row["Average Response Time"]) if requests else None,
-                max_ms=_number(row["Max Response Time"]) if requests else None,
-                avg_response_bytes=_number(row["Average Content Size"]) if requests else None,
-                **{key: _number(row.get(column)) for key, column in PERCENTILES.items()},
-            )
-            if row["Name"] == TOTAL_NAME:
-                total = stats
-            else:
-                rows.append(stats)
-    if total is None:
-        raise ValueError(f"{stats_csv} has no {TOTAL_NAME!r} row: not a Locust stats file?")
-    return rows, total
+def _stats_from_final(entry: dict) -> RequestTypeStats:
+    parsed = parse_request_name(entry["name"])
+    rps = float(entry["requests_per_s"])
+    return RequestTypeStats(
+        name=entry["name"],
+        protocol=parsed.protocol if parsed else None,
+        model=parsed.model if parsed else None,
+        batch=parsed.batch if parsed else None,
+        requests=int(entry["requests"]),
+        failures=int(entry["failures"]),
+        requests_per_s=rps,
+        items_per_s=rps * parsed.batch if parsed else None,
+        avg_ms=entry["avg_ms"],
+        p50_ms=entry["p50_ms"],
+        p95_ms=entry["p95_ms"],
+        p99_ms=entry["p99_ms"],
+        max_ms=entry["max_ms"],
+        avg_response_bytes=entry["avg_response_bytes"],
+    )
 
 
-def read_failures(failures_csv: Path) -> list[dict]:
-    """<prefix>_failures.csv: one row per distinct (request type, error message)."""
-    if not failures_csv.is_file():
-        return []
-    with failures_csv.open(newline="") as handle:
-        return [
-            {"name": row["Name"], "error": row["Error"], "occurrences": int(row["Occurrences"])}
-            for row in csv.DictReader(handle)
+def read_final_stats(path: Path) -> tuple[list[RequestTypeStats], RequestTypeStats, list[dict], list[dict]]:
+    """The statistics the locustfile writes when the run ends (--final-stats):
+    (per request type, all together, errors per request type and message, load-test exceptions)."""
+    if not path.is_file():
+        raise FileNotFoundError(f"Locust wrote no final statistics {path}")
+    try:
+        data = json.loads(path.read_text())
+        rows = [_stats_from_final(entry) for entry in data["request_types"]]
+        total = _stats_from_final(data["total"])
+        errors = [
+            {"name": e["name"], "error": e["error"], "occurrences": int(e["occurrences"])}
+            for e in data["errors"]
         ]
-
-
-def read_exceptions(exceptions_csv: Path) -> list[dict]:
-    """<prefix>_exceptions.csv: errors raised by user code outside a request (bugs in the load test)."""
-    if not exceptions_csv.is_file():
-        return []
-    with exceptions_csv.open(newline="") as handle:
-        return [{"count": int(row["Count"]), "message": row["Message"]} for row in csv.DictReader(handle)]
+        exceptions = [{"count": int(e["count"]), "message": e["message"]} for e in data["exceptions"]]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(
+            f"{path} is not a final statistics file of loadtests/locustfile.py: {error!r}"
+        ) from None
+    return rows, total, errors, exceptions
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -182,21 +175,20 @@ def find_violations(
                 violations.append(f"{stats.name}: p99 {stats.p99_ms:g} ms above {thresholds.max_p99_ms:g} ms")
     raised = sum(entry["count"] for entry in exceptions)
     if raised:
-        violations.append(f"the load test itself raised {raised} exception(s): see locust_exceptions.csv")
+        violations.append(f"the load test itself raised {raised} exception(s): see locust.log")
     return violations
 
 
 def summarize_run(
     run_dir: Path, run: dict, thresholds: Thresholds, expected_names: list[str] = ()
 ) -> RunSummary:
-    """Reads the Locust CSV files of one run folder and judges them."""
-    request_types, total = read_stats(run_dir / f"{CSV_PREFIX}_stats.csv")
-    exceptions = read_exceptions(run_dir / f"{CSV_PREFIX}_exceptions.csv")
+    """Reads the final statistics of one run folder and judges them."""
+    request_types, total, errors, exceptions = read_final_stats(run_dir / FINAL_STATS_FILE)
     return RunSummary(
         run=run,
         request_types=request_types,
         total=total,
-        errors=read_failures(run_dir / f"{CSV_PREFIX}_failures.csv"),
+        errors=errors,
         exceptions=exceptions,
         thresholds=asdict(thresholds),
         violations=find_violations(request_types, total, thresholds, expected_names, exceptions),
@@ -257,6 +249,11 @@ def stats_table(rows: list[RequestTypeStats], label_users: list[int] | None = No
     return lines
 
 
+def _cell(text: str, limit: int = 300) -> str:
+    """Text that stays inside one Markdown table cell."""
+    return " ".join(text.split()).replace("|", "\\|")[:limit]
+
+
 def summary_markdown(summary: RunSummary) -> str:
     run = summary.run
     verdict = "PASSED" if summary.passed else "FAILED"
@@ -277,7 +274,11 @@ def summary_markdown(summary: RunSummary) -> str:
         lines += ["## Thresholds broken", "", *[f"- {v}" for v in summary.violations], ""]
     if summary.errors:
         lines += ["## Errors", "", "| request type | occurrences | error |", "|---|---:|---|"]
-        lines += [f"| {e['name']} | {e['occurrences']} | {e['error'][:300]} |" for e in summary.errors]
+        lines += [f"| {e['name']} | {e['occurrences']} | {_cell(e['error'])} |" for e in summary.errors]
+        lines.append("")
+    if summary.exceptions:
+        lines += ["## Exceptions in the load test itself", ""]
+        lines += [f"- {e['count']} x {_cell(e['message'])}" for e in summary.exceptions]
         lines.append("")
     return "\n".join(lines)
 

@@ -145,6 +145,8 @@ class RunPlan:
             str(w.l2norm_dim),
             "--request-timeout",
             f"{self.request_timeout:g}",
+            "--final-stats",
+            str(self.out_dir / report.FINAL_STATS_FILE),
         ]
         if w.images_path:
             command += ["--mnist-images", str(w.images_path)]
@@ -234,7 +236,8 @@ def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
                     process.wait()
     # Locust exits 1 when any request failed: that is judged by the thresholds below. Any other status, or
     # missing reports (Locust also exits 1 when it crashes), means there is nothing to judge.
-    missing = [p.name for p in (plan.out_dir / "locust.html", history_csv) if not p.is_file()]
+    expected_files = (plan.out_dir / report.FINAL_STATS_FILE, plan.out_dir / "locust.html", history_csv)
+    missing = [path.name for path in expected_files if not path.is_file()]
     if process.returncode not in (0, 1) or missing:
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-25:])
         raise LoadTestError(

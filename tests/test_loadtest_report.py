@@ -31,14 +31,55 @@ from loadtests.workloads import (
 from trt_plugin_kit import mnist
 from trt_plugin_kit.serving import free_port
 
-# A real Locust 2.x `--csv` stats file: two request types and the Aggregated row.
-STATS_CSV = """\
-Type,Name,Request Count,Failure Count,Median Response Time,Average Response Time,Min Response Time,\
-Max Response Time,Average Content Size,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%
-grpc,grpc mnist b8,1000,0,5,5.19,3.5,14.1,320.0,100.0,0.0,5,5,6,6,6,7,8,9,14,14,14
-http,http l2norm b4,500,5,4,4.56,2.3,19.2,2048.0,50.0,0.5,4,5,5,5,6,6,8,10,19,19,19
-,Aggregated,1500,5,5,4.98,2.3,19.2,895.0,150.0,0.5,5,5,5,6,6,7,8,10,19,19,19
-"""
+# What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
+FINAL_STATS = {
+    "request_types": [
+        {
+            "type": "grpc",
+            "name": "grpc mnist b8",
+            "requests": 1000,
+            "failures": 0,
+            "requests_per_s": 100.0,
+            "avg_ms": 5.19,
+            "max_ms": 14.1,
+            "avg_response_bytes": 320.0,
+            "p50_ms": 5,
+            "p95_ms": 7,
+            "p99_ms": 9,
+        },
+        {
+            "type": "http",
+            "name": "http l2norm b4",
+            "requests": 500,
+            "failures": 5,
+            "requests_per_s": 50.0,
+            "avg_ms": 4.56,
+            "max_ms": 19.2,
+            "avg_response_bytes": 2048.0,
+            "p50_ms": 4,
+            "p95_ms": 6,
+            "p99_ms": 10,
+        },
+    ],
+    "total": {
+        "type": "",
+        "name": "Aggregated",
+        "requests": 1500,
+        "failures": 5,
+        "requests_per_s": 150.0,
+        "avg_ms": 4.98,
+        "max_ms": 19.2,
+        "avg_response_bytes": 895.0,
+        "p50_ms": 5,
+        "p95_ms": 7,
+        "p99_ms": 10,
+    },
+    "errors": [
+        {"name": "http l2norm b4", "error": "InferenceServerException: [400] bad input", "occurrences": 5}
+    ],
+    "exceptions": [],
+}
+# Locust's --csv-full-history file (the charts' data).
 HISTORY_CSV = """\
 Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,99.99%,100%,\
 Total Request Count,Total Failure Count,Total Median Response Time,Total Average Response Time,\
@@ -71,16 +112,10 @@ def stats(name: str, requests: int = 100, failures: int = 0, p99: float | None =
     )
 
 
-def write_run(run_dir: Path, stats_csv: str = STATS_CSV) -> Path:
+def write_run(run_dir: Path, final_stats: dict = FINAL_STATS) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "locust_stats.csv").write_text(stats_csv)
+    (run_dir / report.FINAL_STATS_FILE).write_text(json.dumps(final_stats))
     (run_dir / "locust_stats_history.csv").write_text(HISTORY_CSV)
-    (run_dir / "locust_failures.csv").write_text(
-        "Method,Name,Error,Occurrences,First Seen,Last Seen\n"
-        "http,http l2norm b4,InferenceServerException: [400] bad input,5,2026-01-01T00:00:00Z,"
-        "2026-01-01T00:00:01Z\n"
-    )
-    (run_dir / "locust_exceptions.csv").write_text("Count,Message,Traceback,Nodes\n")
     return run_dir
 
 
@@ -260,7 +295,7 @@ def test_no_requests_missing_types_and_load_test_exceptions_fail():
     assert violations == [
         "no request completed: the load test measured nothing",
         "grpc l2norm b4: no request of this type ran",
-        "the load test itself raised 3 exception(s): see locust_exceptions.csv",
+        "the load test itself raised 3 exception(s): see locust.log",
     ]
 
 
@@ -273,8 +308,8 @@ def test_thresholds_refuse_nonsense(ratio, p99):
 # ------------------------------------------------------------------------------------------ reports
 
 
-def test_read_stats_parses_locust_csv(tmp_path):
-    rows, total = report.read_stats(write_run(tmp_path) / "locust_stats.csv")
+def test_read_final_stats(tmp_path):
+    rows, total, errors, exceptions = report.read_final_stats(write_run(tmp_path) / report.FINAL_STATS_FILE)
     assert [r.name for r in rows] == ["grpc mnist b8", "http l2norm b4"]
     grpc, http = rows
     assert (grpc.protocol, grpc.model, grpc.batch) == ("grpc", "mnist", 8)
@@ -282,15 +317,17 @@ def test_read_stats_parses_locust_csv(tmp_path):
     assert (grpc.p50_ms, grpc.p95_ms, grpc.p99_ms) == (5, 7, 9)
     assert http.failures == 5 and http.failure_ratio == 0.01
     assert total.name == "Aggregated" and total.requests == 1500 and total.items_per_s is None
+    assert errors == FINAL_STATS["errors"] and exceptions == []
 
 
-def test_read_stats_refuses_a_missing_or_foreign_file(tmp_path):
+def test_read_final_stats_refuses_a_missing_or_foreign_file(tmp_path):
     with pytest.raises(FileNotFoundError):
-        report.read_stats(tmp_path / "nothing.csv")
-    foreign = tmp_path / "foreign.csv"
-    foreign.write_text(STATS_CSV.rsplit(",Aggregated", 1)[0])
-    with pytest.raises(ValueError, match="Aggregated"):
-        report.read_stats(foreign)
+        report.read_final_stats(tmp_path / "nothing.json")
+    foreign = tmp_path / "foreign.json"
+    for text in ('{"stats": []}', "not json", '{"request_types": [{"name": "x"}]}'):
+        foreign.write_text(text)
+        with pytest.raises(ValueError, match="not a final statistics file"):
+            report.read_final_stats(foreign)
 
 
 def test_summary_files_round_trip_and_say_what_broke(tmp_path):

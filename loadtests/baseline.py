@@ -1,0 +1,246 @@
+"""`python -m loadtests.baseline`: measure what a server sustains, per request type, at a few user counts,
+and write it down (loadtests/BASELINE.md + loadtests/BASELINE.png) as the reference later changes are
+compared against.
+
+Each request type (protocol x model) runs on its own at each user count, so every figure is that request
+type's own throughput and latency, not a share of a mix. The machine is described in the file (CPU, cores,
+memory, load average before each run: other work on the machine lowers the figures).
+
+    python -m loadtests.baseline --start-server                 # the CPU server, as `make serve` starts it
+    python -m loadtests.baseline --users 1,4,16 --run-time 30s  # against a running server (127.0.0.1:8000)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+from contextlib import ExitStack
+from dataclasses import replace
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+
+from loadtests import report
+from loadtests.runner import (
+    EXIT_ERROR,
+    EXIT_PASSED,
+    EXIT_THRESHOLDS,
+    REPO_ROOT,
+    LoadTestError,
+    RunPlan,
+    Target,
+    parse_duration,
+    parse_user_counts,
+    run_locust,
+    start_server,
+    wait_for_server,
+)
+from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
+from trt_plugin_kit.serving import ServingError
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "BASELINE.md"
+
+
+def machine_description() -> dict[str, str]:
+    cpu_model = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        mem_kib = int(Path("/proc/meminfo").read_text().split("MemTotal:")[1].split()[0])
+        memory = f"{mem_kib / 1024**2:.0f} GiB"
+    except (OSError, IndexError, ValueError):
+        memory = "unknown"
+    return {
+        "cpu": cpu_model,
+        "cores (nproc)": str(os.cpu_count()),
+        "memory": memory,
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+        "locust": metadata.version("locust"),
+        "tritonclient": metadata.version("tritonclient"),
+    }
+
+
+def git_commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "n/a"
+
+
+def baseline_table(results: list[tuple[int, report.RunSummary, str]]) -> list[str]:
+    """One row per request type and user count, grouped by request type."""
+    rows = sorted(
+        (
+            (stats.name, users, stats, load)
+            for users, summary, load in results
+            for stats in summary.request_types
+        ),
+        key=lambda row: (row[0], row[1]),
+    )
+    lines = [
+        "| request type | users | req/s | items/s | p50 ms | p95 ms | p99 ms | requests | failures | load |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, users, stats, load in rows:
+        cells = [
+            name,
+            str(users),
+            f"{stats.requests_per_s:.1f}",
+            f"{stats.items_per_s:.1f}" if stats.items_per_s is not None else "n/a",
+            *[f"{v:.0f}" if v is not None else "n/a" for v in (stats.p50_ms, stats.p95_ms, stats.p99_ms)],
+            str(stats.requests),
+            str(stats.failures),
+            load.split()[0],
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def baseline_markdown(results: list[tuple[int, report.RunSummary, str]], info: dict, chart_name: str) -> str:
+    """The BASELINE.md text: how it was measured, then the figures."""
+    lines = [
+        "# Load-test baseline",
+        "",
+        "What the serving path sustains on the machine below: each request type alone, closed loop (every",
+        "simulated user sends its next request as soon as the previous one returns), at each user count.",
+        "Later changes are compared against these figures: rerun the command on the same kind of machine",
+        "(`--output /tmp/new.md` keeps this file) and compare the tables.",
+        "",
+        f"- date: {info['date']}",
+        f"- commit: {info['commit']}",
+        f"- server: {info['server']}",
+        *[f"- {key}: {value}" for key, value in info["machine"].items()],
+        f"- command: `{info['command']}`",
+        "- load generator: Locust on the same machine as the server (loopback), so both share the cores.",
+        "- items/s = req/s x batch (digits or vectors per second); percentiles are Locust's (whole ms);",
+        "  load = 1-minute load average just before the run (other work on the machine shows here).",
+        "",
+        *baseline_table(results),
+        "",
+        f"![requests/s and p99 by number of users]({chart_name})",
+        "",
+    ]
+    broken = [f"- {users} users: {v}" for users, summary, _ in results for v in summary.violations]
+    if broken:
+        lines += ["Thresholds broken during the measurement (failure ratio 0):", "", *broken, ""]
+    return "\n".join(lines)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtests.baseline", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--host", default=os.environ.get("TRITON_HOST", "127.0.0.1"))
+    parser.add_argument("--http-port", type=int, default=int(os.environ.get("TRITON_HTTP_PORT", "8000")))
+    parser.add_argument("--grpc-port", type=int, default=int(os.environ.get("TRITON_GRPC_PORT", "8001")))
+    parser.add_argument(
+        "--start-server", action="store_true", help="start Triton like `make serve` (free ports)"
+    )
+    parser.add_argument("--server-variant", choices=("auto", "tensorrt", "cpu"), default="auto")
+    parser.add_argument("--users", default="1,4,16", help="user counts (1,4,16)")
+    parser.add_argument("--run-time", default="30s", help="per request type and user count (30s)")
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="protocols to measure (http,grpc)")
+    parser.add_argument("--kinds", default=",".join(REQUEST_KINDS), help="request kinds to measure (all)")
+    parser.add_argument("--batch-size", type=int, default=8, help="digits per request to `mnist` (8)")
+    parser.add_argument("--l2norm-batch", type=int, default=4)
+    parser.add_argument("--l2norm-dim", type=int, default=128)
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="markdown file (chart beside it)")
+    parser.add_argument("--reports-dir", type=Path, default=None, help="Locust reports of every run")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        user_counts = parse_user_counts(args.users)
+        parse_duration(args.run_time)
+        protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
+        kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+        unknown = sorted(set(protocols) - set(PROTOCOLS)) + sorted(set(kinds) - set(REQUEST_KINDS))
+        if unknown or not protocols or not kinds:
+            raise ValueError(f"unknown or missing protocols/kinds: {unknown or 'none given'}")
+        base = WorkloadConfig(
+            protocols=dict.fromkeys(PROTOCOLS, 0),
+            mix=dict.fromkeys(REQUEST_KINDS, 0),
+            mnist_batch=args.batch_size,
+            l2norm_batch=args.l2norm_batch,
+            l2norm_dim=args.l2norm_dim,
+        )
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+
+    stamp = datetime.now(timezone.utc)
+    reports_dir = args.reports_dir or REPO_ROOT / "reports" / f"baseline-{stamp:%Y%m%d-%H%M%S}"
+    results: list[tuple[int, report.RunSummary, str]] = []
+    with ExitStack() as stack:
+        try:
+            if args.start_server:
+                target = stack.enter_context(start_server(args.server_variant, reports_dir / "server.log"))
+                server = f"started by this command ({args.server_variant} variant, as `make serve`)"
+            else:
+                target = Target(args.host, args.http_port, args.grpc_port)
+                server = f"HTTP {target.http_url}, gRPC {target.grpc_url}"
+            version = wait_for_server(target, kinds, 30)
+            server += f"; Triton {version}"
+            grid = [(users, p, k) for users in user_counts for p in protocols for k in kinds]
+            for index, (users, protocol, kind) in enumerate(grid, start=1):
+                workload = replace(
+                    base,
+                    protocols={p: int(p == protocol) for p in PROTOCOLS},
+                    mix={k: int(k == kind) for k in REQUEST_KINDS},
+                )
+                plan = RunPlan(
+                    target=target,
+                    workload=workload,
+                    users=users,
+                    spawn_rate=users,
+                    run_time=args.run_time,
+                    request_timeout=10.0,
+                    out_dir=reports_dir / f"users-{users}-{protocol}-{kind}",
+                    thresholds=report.Thresholds(),
+                )
+                load = load_average()
+                summary = run_locust(plan, f"{index}/{len(grid)} {protocol} {kind} x{users}")
+                print(*report.console_lines(summary)[:1], sep="\n")
+                results.append((users, summary, load))
+        except (LoadTestError, ServingError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_ERROR
+
+    info = {
+        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "server": server,
+        "machine": machine_description(),
+        "command": " ".join(["python -m loadtests.baseline", *(argv if argv is not None else sys.argv[1:])]),
+    }
+    chart = args.output.with_suffix(".png")
+    report.plot_sweep(
+        [(users, summary) for users, summary, _ in results], chart, "baseline: each request type alone"
+    )
+    args.output.write_text(baseline_markdown(results, info, chart.name))
+    print(f"baseline written to {args.output} (+ {chart.name}); Locust reports in {reports_dir}")
+    return EXIT_PASSED if all(summary.passed for _, summary, _ in results) else EXIT_THRESHOLDS
+
+
+if __name__ == "__main__":
+    sys.exit(main())
