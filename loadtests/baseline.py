@@ -4,7 +4,7 @@ compared against.
 
 Each request type (protocol x model) runs on its own at each user count, so every figure is that request
 type's own throughput and latency, not a share of a mix. The machine is described in the file (CPU, cores,
-memory, load average before each run: other work on the machine lowers the figures).
+memory, CPU use by other work just before each run: such work lowers the figures).
 
     python -m loadtests.baseline --start-server                 # the CPU server, as `make serve` starts it
     python -m loadtests.baseline --users 1,4,16 --run-time 30s  # against a running server (127.0.0.1:8000)
@@ -17,6 +17,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -42,6 +43,7 @@ from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
 from trt_plugin_kit.serving import ServingError
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "BASELINE.md"
+Results = list[tuple[int, report.RunSummary, float | None]]  # (users, summary, CPU busy % before the run)
 
 
 def machine_description() -> dict[str, str]:
@@ -78,28 +80,40 @@ def git_commit() -> str:
         return "unknown"
 
 
-def load_average() -> str:
+def cpu_busy_percent(seconds: float = 2.0) -> float | None:
+    """Share of all cores busy over `seconds` (from /proc/stat). Sampled while the server under test is
+    idle, just before a run, it shows how much other work the machine was doing."""
+
+    def sample() -> tuple[int, int]:
+        fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields), idle
+
     try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "n/a"
+        total_before, idle_before = sample()
+        time.sleep(seconds)
+        total_after, idle_after = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    elapsed = total_after - total_before
+    return 100.0 * (1 - (idle_after - idle_before) / elapsed) if elapsed > 0 else None
 
 
-def baseline_table(results: list[tuple[int, report.RunSummary, str]]) -> list[str]:
+def baseline_table(results: Results) -> list[str]:
     """One row per request type and user count, grouped by request type."""
     rows = sorted(
         (
-            (stats.name, users, stats, load)
-            for users, summary, load in results
+            (stats.name, users, stats, busy)
+            for users, summary, busy in results
             for stats in summary.request_types
         ),
         key=lambda row: (row[0], row[1]),
     )
     lines = [
-        "| request type | users | req/s | items/s | p50 ms | p95 ms | p99 ms | requests | failures | load |",
+        "| request type | users | req/s | items/s | p50 ms | p95 ms | p99 ms | requests | failures | busy |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, users, stats, load in rows:
+    for name, users, stats, busy in rows:
         cells = [
             name,
             str(users),
@@ -108,13 +122,13 @@ def baseline_table(results: list[tuple[int, report.RunSummary, str]]) -> list[st
             *[f"{v:.0f}" if v is not None else "n/a" for v in (stats.p50_ms, stats.p95_ms, stats.p99_ms)],
             str(stats.requests),
             str(stats.failures),
-            load.split()[0],
+            f"{busy:.0f}%" if busy is not None else "n/a",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def baseline_markdown(results: list[tuple[int, report.RunSummary, str]], info: dict, chart_name: str) -> str:
+def baseline_markdown(results: Results, info: dict, chart_name: str) -> str:
     """The BASELINE.md text: how it was measured, then the figures."""
     lines = [
         "# Load-test baseline",
@@ -131,7 +145,8 @@ def baseline_markdown(results: list[tuple[int, report.RunSummary, str]], info: d
         f"- command: `{info['command']}`",
         "- load generator: Locust on the same machine as the server (loopback), so both share the cores.",
         "- items/s = req/s x batch (digits or vectors per second); percentiles are Locust's (whole ms);",
-        "  load = 1-minute load average just before the run (other work on the machine shows here).",
+        "  busy = CPU use of the whole machine in the 2 s before the run, while the server idles:",
+        "  other work on the machine, which lowers the figures of that run.",
         "",
         *baseline_table(results),
         "",
@@ -190,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
 
     stamp = datetime.now(timezone.utc)
     reports_dir = args.reports_dir or REPO_ROOT / "reports" / f"baseline-{stamp:%Y%m%d-%H%M%S}"
-    results: list[tuple[int, report.RunSummary, str]] = []
+    results: Results = []
     with ExitStack() as stack:
         try:
             if args.start_server:
@@ -218,10 +233,10 @@ def main(argv: list[str] | None = None) -> int:
                     out_dir=reports_dir / f"users-{users}-{protocol}-{kind}",
                     thresholds=report.Thresholds(),
                 )
-                load = load_average()
+                busy = cpu_busy_percent()
                 summary = run_locust(plan, f"{index}/{len(grid)} {protocol} {kind} x{users}")
                 print(*report.console_lines(summary)[:1], sep="\n")
-                results.append((users, summary, load))
+                results.append((users, summary, busy))
         except (LoadTestError, ServingError) as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_ERROR

@@ -413,3 +413,32 @@ def test_no_server_exits_2_and_says_how_to_get_one(tmp_path, capsys):
     assert runner.main([*args, "--reports-dir", str(tmp_path)]) == runner.EXIT_ERROR
     assert "make serve" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing half-written
+
+
+# ------------------------------------------------------------------------------------------ baseline
+
+
+def test_baseline_markdown_groups_rows_by_request_type(tmp_path):
+    from loadtests import baseline
+
+    summary = report.summarize_run(write_run(tmp_path / "run"), {"users": 1}, Thresholds())
+    info = {"date": "D", "commit": "C", "server": "S", "machine": {"cpu": "X"}, "command": "python -m ..."}
+    text = baseline.baseline_markdown([(4, summary, 12.3), (1, summary, None)], info, "BASELINE.png")
+    rows = [line for line in text.splitlines() if line.startswith("| grpc") or line.startswith("| http")]
+    assert [row.split(" | ")[:2] for row in rows] == [
+        ["| grpc mnist b8", "1"],
+        ["| grpc mnist b8", "4"],
+        ["| http l2norm b4", "1"],
+        ["| http l2norm b4", "4"],
+    ]
+    assert rows[1].endswith("| 12% |") and rows[0].endswith("| n/a |")
+    assert "- cpu: X" in text and "![requests/s and p99 by number of users](BASELINE.png)" in text
+    # The measured runs had failures: the baseline says so.
+    assert "Thresholds broken during the measurement" in text
+
+
+def test_cpu_busy_percent_is_a_percentage():
+    from loadtests import baseline
+
+    busy = baseline.cpu_busy_percent(0.2)
+    assert busy is not None and 0.0 <= busy <= 100.0
