@@ -197,3 +197,34 @@ def test_plugin_node_rejects_unknown_fields():
         export.plugin_node("Pool", ["x"], ["y"], "pool", kernal=[2, 2])
     with pytest.raises(ValueError, match="flavour"):
         export.build_l2norm("tensorrt")
+
+
+def test_commands_report_missing_input_in_one_line_and_write_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    weights = tmp_path / "weights.npz"
+    result = subprocess.run(
+        [sys.executable, "-m", "trt_plugin_kit.train", "--data-dir", str(tmp_path), "--output", str(weights)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "MNIST file not found" in result.stderr
+    assert "Traceback" not in result.stderr and not weights.exists()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "trt_plugin_kit.export",
+            "--weights",
+            str(weights),
+            "--output-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "weights.npz" in result.stderr and "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("*.onnx"))

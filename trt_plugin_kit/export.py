@@ -502,7 +502,7 @@ def save(model: onnx.ModelProto, path: Path) -> None:
     onnx.save(model, path)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description="Export the mnist and l2norm models to ONNX (both flavours)."
     )
@@ -548,6 +548,15 @@ def main(argv: list[str] | None = None) -> int:
                 save(variant, path)
                 print(f"wrote {path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command; missing or malformed input files end with one clear line and exit code 2."""
+    try:
+        return _main(argv)
+    except (FileNotFoundError, ValueError) as error:  # IdxFormatError and bad weights are ValueErrors
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -122,7 +122,7 @@ def train(
     return params, history
 
 
-def main(argv: list[str] | None = None) -> int:
+def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=DEFAULT_WEIGHTS, help="weights file (.npz)")
     parser.add_argument(
@@ -175,6 +175,15 @@ def main(argv: list[str] | None = None) -> int:
           f"train accuracy {train_accuracy:.4f}, {seconds:.0f} s")  # fmt: skip
     print(f"wrote {args.output} and {record_path}")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs the command; missing or malformed input files end with one clear line and exit code 2."""
+    try:
+        return _main(argv)
+    except (FileNotFoundError, ValueError) as error:  # IdxFormatError and bad weights are ValueErrors
+        print(f"error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
