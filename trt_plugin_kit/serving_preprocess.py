@@ -47,13 +47,17 @@ def load_image(
     if len(data) > max_bytes:
         raise ImageRejected(f"image is {len(data)} bytes; the limit is {max_bytes} bytes")
     description = "image"
+    # Pillow's decompression-bomb guard, as an error, with our limit. MAX_IMAGE_PIXELS is process-wide and
+    # only read by Image.open: set it around the call and put the caller's value back.
+    previous_limit = Image.MAX_IMAGE_PIXELS
     try:
-        # Pillow's decompression-bomb guard, as an error. MAX_IMAGE_PIXELS is process-wide; the Python
-        # backend runs this model alone in its own process.
-        Image.MAX_IMAGE_PIXELS = max_pixels
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            image = Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS)
+            Image.MAX_IMAGE_PIXELS = max_pixels
+            try:
+                image = Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS)
+            finally:
+                Image.MAX_IMAGE_PIXELS = previous_limit
             description = f"{image.format} image"
             width, height = image.size
             if width * height > max_pixels:  # known from the header, before any pixel is decoded

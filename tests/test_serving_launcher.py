@@ -1,0 +1,255 @@
+"""`make serve`'s launcher (scripts/serve.py, trt_plugin_kit/serving.py) and the image guard of
+mnist_preprocess (trt_plugin_kit/serving_preprocess.py).
+
+The CLI tests start the real script as `make serve` does (the virtual environment's Python running
+scripts/serve.py), on free loopback ports, and stop it with Ctrl-C (SIGINT) or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+from PIL import Image
+
+from trt_plugin_kit import mnist
+from trt_plugin_kit.serving import REPO_ROOT, HostProbe, Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.serving_preprocess import ImageRejected, decode_digit, load_image
+
+SERVE_SCRIPT = REPO_ROOT / "scripts" / "serve.py"
+READY_LINE = "Triton Inference Server is ready."
+
+
+class ServeScript:
+    """scripts/serve.py in a subprocess; a thread collects its output lines (select() cannot see the lines
+    already buffered by the pipe's reader)."""
+
+    def __init__(self, tmp_path: Path, ports: Ports, *extra: str):
+        command = [
+            sys.executable, str(SERVE_SCRIPT), "--variant", "cpu", "--host", "127.0.0.1",
+            "--http-port", str(ports.http), "--grpc-port", str(ports.grpc),
+            "--metrics-port", str(ports.metrics), "--log-file", str(tmp_path / "tritonserver.log"), *extra,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # end of output
+
+    def read_until(self, marker: str, timeout_s: float) -> str:
+        """Output up to the line containing `marker`, or up to the script's exit or the timeout."""
+        seen, deadline = [], time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                break
+            if line is None:
+                break
+            seen.append(line)
+            if marker in line:
+                break
+        return "".join(seen)
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def port_is_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(1)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_serve_script_prints_endpoints_serves_and_stops_cleanly(tmp_path, stop_signal):
+    ports = Ports.free()
+    script = ServeScript(tmp_path, ports)
+    try:
+        banner = script.read_until("Stop with Ctrl-C.", timeout_s=180)
+        log = (tmp_path / "tritonserver.log").read_text(errors="replace")[-3000:]
+        assert READY_LINE in banner, f"no readiness banner:\n{banner}\n{log}"
+        assert "variant:  cpu" in banner
+        assert f"HTTP:     http://127.0.0.1:{ports.http}" in banner
+        assert f"gRPC:     127.0.0.1:{ports.grpc}" in banner
+        assert f"metrics:  http://127.0.0.1:{ports.metrics}/metrics" in banner
+
+        client = httpclient.InferenceServerClient(url=f"127.0.0.1:{ports.http}")
+        tensor = httpclient.InferInput("vector", [1, 2], "FP32")
+        tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
+        np.testing.assert_allclose(client.infer("l2norm", [tensor]).as_numpy("normalized"), [[0.6, 0.8]])
+        client.close()
+
+        script.process.send_signal(stop_signal)
+        rest = script.read_until("Triton stopped.", timeout_s=60)
+        assert script.process.wait(timeout=30) == 0, rest
+        assert f"{stop_signal.name} received" in rest and "Triton stopped." in rest
+        assert not any(port_is_open(port) for port in (ports.http, ports.grpc, ports.metrics))
+    finally:
+        script.kill()
+
+
+def test_serve_script_reports_a_taken_port_and_exits(tmp_path):
+    ports = Ports.free()
+    with socket.socket() as blocker:
+        blocker.bind(("127.0.0.1", ports.http))
+        blocker.listen(1)
+        script = ServeScript(tmp_path, ports)
+        try:
+            output = script.read_until("never printed", timeout_s=120)
+            assert script.process.wait(timeout=30) == 1
+        finally:
+            script.kill()
+    assert "serve.py: error: tritonserver exited" in output
+    assert READY_LINE not in output
+
+
+def _load_serve_module():
+    spec = importlib.util.spec_from_file_location("serve_script", SERVE_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_serve_script_reads_ports_and_variant_from_the_environment(monkeypatch):
+    serve = _load_serve_module()
+    monkeypatch.setenv("TRITON_HTTP_PORT", "9100")
+    monkeypatch.setenv("TRITON_GRPC_PORT", "9101")
+    monkeypatch.setenv("TRITON_METRICS_PORT", "9102")
+    monkeypatch.setenv("TRITON_VARIANT", "cpu")
+    args = serve.parse_args([])
+    assert (args.http_port, args.grpc_port, args.metrics_port, args.variant) == (9100, 9101, 9102, "cpu")
+    assert serve.parse_args(["--http-port", "9200"]).http_port == 9200  # flags win over the environment
+    args = serve.parse_args(["--", "--log-verbose=1"])
+    assert args.tritonserver_args == ["--log-verbose=1"]
+    monkeypatch.setenv("TRITON_HTTP_PORT", "eighty")
+    with pytest.raises(SystemExit, match="not a port number"):
+        serve.parse_args([])
+
+
+# ------------------------------------------------------------------------------------- variants
+
+
+def test_auto_picks_tensorrt_only_when_gpu_tensorrt_and_tritonserver_are_all_there():
+    ready = HostProbe(tritonserver=Path("/opt/tritonserver/bin/tritonserver"), gpus=["GPU 0: H100"])
+    ready.tensorrt_version = "10.13.3"
+    assert choose_variant("auto", ready)[0] == "tensorrt"
+    assert choose_variant("cpu", ready)[0] == "cpu"
+    missing = HostProbe(missing=["no NVIDIA GPU (nvidia-smi -L lists none)"])
+    variant, reason = choose_variant("auto", missing)
+    assert variant == "cpu" and "no NVIDIA GPU" in reason
+    with pytest.raises(ServingError, match="cannot run here: no NVIDIA GPU"):
+        choose_variant("tensorrt", missing)
+    with pytest.raises(ServingError, match="unknown variant"):
+        choose_variant("gpu", missing)
+
+
+def test_tensorrt_variant_fails_clearly_where_tensorrt_is_missing(tmp_path):
+    if not choose_variant("auto")[0] == "cpu":
+        pytest.skip("this machine can run the TensorRT variant")
+    server = TritonServer(variant="tensorrt", ports=Ports.free(), log_file=tmp_path / "log")
+    with pytest.raises(ServingError, match="TensorRT variant cannot run here"):
+        server.start()
+    assert server.process is None
+
+
+# ------------------------------------------------------------------------------------- image guard
+
+
+def encode(image: Image.Image, image_format: str = "PNG", **options) -> bytes:
+    buffer = io.BytesIO()
+    image.save(buffer, format=image_format, **options)
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def digit():
+    split = mnist.load_split()
+    return split.validation_images[0]
+
+
+def test_a_dev_digit_png_decodes_to_exactly_the_training_tensor(digit):
+    np.testing.assert_array_equal(decode_digit(encode(Image.fromarray(digit))), mnist.to_tensor(digit))
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA", "LA", "P"])
+def test_every_colour_mode_decodes_to_the_model_input(digit, mode):
+    big = Image.fromarray(255 - digit).resize((112, 112), Image.Resampling.BICUBIC)  # dark ink on paper
+    tensor = decode_digit(encode(big.convert(mode)))
+    assert tensor.shape == (1, 28, 28) and tensor.dtype == np.float32
+    assert 0.0 <= tensor.min() and tensor.max() <= 1.0
+    # The digit ends up white on black, like the training data: bright centre of mass, dark border.
+    assert tensor[0, 0, :].max() < 0.1 and tensor.max() > 0.9
+
+
+def test_transparent_canvas_with_dark_strokes_is_read_as_a_digit(digit):
+    rgba = np.zeros((28, 28, 4), dtype=np.uint8)  # black strokes, alpha = ink, fully transparent elsewhere
+    rgba[..., 3] = digit
+    tensor = decode_digit(encode(Image.fromarray(rgba, mode="RGBA")))
+    assert tensor.max() > 0.9 and tensor[0, 0, :].max() < 0.1
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "empty"),
+        (b"GIF89a" + bytes(100), "not a PNG or JPEG image"),
+        (b"%PDF-1.7 not an image", "not a PNG or JPEG image"),
+    ],
+)
+def test_what_is_not_a_png_or_jpeg_is_rejected(data, message):
+    with pytest.raises(ImageRejected, match=message):
+        decode_digit(data)
+
+
+def test_gif_is_rejected_even_when_pillow_could_read_it(digit):
+    with pytest.raises(ImageRejected, match="not a PNG or JPEG"):
+        decode_digit(encode(Image.fromarray(digit), "GIF"))
+
+
+def test_truncated_png_and_jpeg_are_reported_as_corrupt(digit):
+    image = Image.fromarray(digit).resize((200, 200))
+    for image_format in ("PNG", "JPEG"):
+        data = encode(image, image_format)
+        with pytest.raises(ImageRejected, match=f"corrupt {image_format} image"):
+            decode_digit(data[: len(data) // 2])
+
+
+def test_byte_limit_is_enforced_before_decoding():
+    with pytest.raises(ImageRejected, match="1025 bytes; the limit is 1024"):
+        load_image(b"\x89PNG" + bytes(1021), max_bytes=1024)
+
+
+def test_pixel_limit_is_enforced_from_the_header():
+    data = encode(Image.new("L", (120, 100)))
+    with pytest.raises(ImageRejected, match="12000 pixels"):
+        load_image(data, max_pixels=10_000)  # Pillow's own guard fires first (warning as error)
+    assert load_image(data, max_pixels=12_000).size == (120, 100)
+
+
+def test_blank_image_has_no_digit():
+    with pytest.raises(ImageRejected, match="no digit"):
+        decode_digit(encode(Image.new("RGB", (64, 64), "white")))
+
+
+def test_the_pixel_limit_does_not_leak_into_the_rest_of_the_process():
+    default = Image.MAX_IMAGE_PIXELS
+    with pytest.raises(ImageRejected):
+        load_image(encode(Image.new("L", (200, 200))), max_pixels=1_000)
+    assert Image.MAX_IMAGE_PIXELS == default
