@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import onnx
@@ -200,9 +202,6 @@ def test_plugin_node_rejects_unknown_fields():
 
 
 def test_commands_report_missing_input_in_one_line_and_write_nothing(tmp_path):
-    import subprocess
-    import sys
-
     weights = tmp_path / "weights.npz"
     result = subprocess.run(
         [sys.executable, "-m", "trt_plugin_kit.train", "--data-dir", str(tmp_path), "--output", str(weights)],
