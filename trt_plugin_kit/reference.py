@@ -228,7 +228,9 @@ def quantize_int8(y, scale: float) -> np.ndarray:
     """INT8 quantization as the Pool plugin requantizes: ``clip(round_half_to_even(y / scale), -128, 127)``.
 
     Computed in float64 (``np.rint`` rounds half to even). This is also ONNX ``QuantizeLinear`` with a
-    zero point of 0 and an int8 output.
+    zero point of 0 and an int8 output. A kernel that computes ``y / scale`` in float32 can land on the other
+    side of a .5 tie when the float64 value is within float32 rounding of it: compare such kernels with a
+    tolerance of one quantization step (exact ties, e.g. from power-of-two scales, must match exactly).
     """
     scale = _float_field(scale, "scale", "quantize_int8")
     if scale <= 0:
