@@ -1,6 +1,6 @@
 """CI smoke run of the load test: `python -m loadtests` (what `make loadtest` runs) against the real CPU
-tritonserver of the `triton_server` fixture, over both protocols, plus two runs that must fail their
-thresholds. About 45 s in all on 2 cores.
+tritonserver of the `triton_server` fixture, over both protocols, plus runs that must fail: requests the
+server rejects, a p99 bound, and no server at all. About a minute in all on 2 cores.
 
 The failing runs go first: the clean run after them also shows that the server kept serving.
 """
@@ -16,6 +16,7 @@ import pytest
 import tritonclient.http
 
 from loadtests import report
+from trt_plugin_kit.serving import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SMOKE_RUN_TIME = "20s"
@@ -118,3 +119,29 @@ def test_smoke_run_both_protocols_zero_failures(triton_server, tmp_path):
     assert markdown.startswith("# Load test PASSED")
     assert all(f"| {name} |" in markdown for name in DEFAULT_REQUEST_TYPES)
     assert "grpc mnist_pipeline b1" in (tmp_path / "locust.html").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_connection_errors_count_as_failures(tmp_path):
+    """Not only tritonclient's exceptions fail a request: a refused connection (socket error) does too."""
+    port = str(free_port())  # nothing listens there
+    final_stats = tmp_path / report.FINAL_STATS_FILE
+    command = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(REPO_ROOT / "loadtests" / "locustfile.py"),
+        *("--headless", "--only-summary", "--users", "2", "--spawn-rate", "2", "--run-time", "2s"),
+        *("--triton-host", "127.0.0.1", "--triton-http-port", port, "--triton-grpc-port", port),
+        *("--request-timeout", "1", "--final-stats", str(final_stats)),
+    ]
+    result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1, explain(result)  # Locust's own verdict: there were failures
+    request_types, total, errors, _ = report.read_final_stats(final_stats)
+    assert total.requests > 0 and total.failures == total.requests
+    assert {stats.protocol for stats in request_types} == {"http", "grpc"}
+    http_errors = [e["error"] for e in errors if e["name"].startswith("http ")]
+    grpc_errors = [e["error"] for e in errors if e["name"].startswith("grpc ")]
+    assert http_errors and all(error.startswith("ConnectionRefusedError") for error in http_errors)
+    assert grpc_errors and all("UNAVAILABLE" in error for error in grpc_errors)
