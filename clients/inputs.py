@@ -35,6 +35,13 @@ def _raise_listed(header: str, errors: list[str]) -> None:
 def expand_image_paths(arguments: list[str]) -> list[Path]:
     """Files, directories (recursively, image suffixes only) and globs (for shells that did not expand
     them, or quoted patterns) -> sorted-per-argument, de-duplicated file list."""
+    found, errors = _expand(arguments)
+    if errors:
+        _raise_listed("cannot use these inputs:", errors)
+    return found
+
+
+def _expand(arguments: list[str]) -> tuple[list[Path], list[str]]:
     found: list[Path] = []
     errors: list[str] = []
     for argument in arguments:
@@ -55,9 +62,7 @@ def expand_image_paths(arguments: list[str]) -> list[Path]:
             errors.append(f"{argument}: not a regular file or directory")
         else:
             errors.append(f"{argument}: no such file or directory")
-    if errors:
-        _raise_listed("cannot use these inputs:", errors)
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(found)), errors
 
 
 @dataclass
@@ -92,6 +97,20 @@ def read_image(path: Path) -> EncodedImage:
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # truncated or corrupt image data
         raise BadInputError(f"{path}: corrupt image ({exc})") from exc
     return EncodedImage(path, data, file_format)
+
+
+def gather_images(arguments: list[str]) -> list[EncodedImage]:
+    """Every image the arguments name, read and checked; one error listing all bad arguments and files."""
+    paths, errors = _expand(arguments)
+    images = []
+    for path in paths:
+        try:
+            images.append(read_image(path))
+        except BadInputError as exc:
+            errors.append(str(exc))
+    if errors:
+        _raise_listed(f"{len(errors)} bad input(s), nothing was sent:", errors)
+    return images
 
 
 def read_images(paths: list[Path]) -> list[EncodedImage]:

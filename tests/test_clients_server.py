@@ -1,0 +1,425 @@
+"""`python -m clients` against the real tritonserver of `make serve` (its CPU variant: the `triton_server`
+fixture), run as a user runs it: a subprocess per command, over gRPC and HTTP, through the ensemble and
+the raw model, with and without system shared memory, and the error cases (unknown model, wrong model,
+bad files, images the server rejects, restricted APIs). Output lines and exit codes are the interface.
+
+Expected answers come from running the same ONNX model locally with ONNX Runtime on the same preprocessing,
+so a test fails when any number the client prints is wrong, not only when the command crashes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import tritonclient.http as httpclient
+from PIL import Image
+
+from clients.errors import (
+    EXIT_ACCESS_DENIED,
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_MODEL_UNAVAILABLE,
+    EXIT_USAGE,
+    EXIT_WRONG_MODEL,
+)
+from clients.inputs import read_image
+from trt_plugin_kit import mnist, serving_preprocess
+from trt_plugin_kit.reference import l2_normalize
+from trt_plugin_kit.serving import ADMIN_HEADER
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"
+PROTOCOLS = ("grpc", "http")
+ACCURACY_LINE = re.compile(r"^accuracy: (\d\.\d{4})$")
+MIN_ACCURACY = 0.97
+
+
+def clients(server, protocol: str, *args: str, stdin: bytes | None = None, timeout: float = 300):
+    """Runs `python -m clients COMMAND --protocol P --url U ARGS` and returns the CompletedProcess."""
+    command, *rest = args
+    url = server.grpc_url if protocol == "grpc" else server.http_url
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-m", "clients", command, "--protocol", protocol, "--url", url, *rest],
+        cwd=REPO_ROOT,
+        input=stdin if stdin is not None else b"",
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+    )
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
+    )
+
+
+def admin(server) -> list[str]:
+    return ["--admin-key", server.admin_key]
+
+
+@pytest.fixture(scope="module")
+def onnx_session():
+    return ort.InferenceSession(str(NATIVE_ONNX), providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module")
+def digit_files(tmp_path_factory):
+    """Validation digits in the forms users have: MNIST PNGs, a big dark-on-light RGBA PNG, a JPEG, a BMP."""
+    folder = tmp_path_factory.mktemp("digits")
+    split = mnist.load_split()
+    images, labels = split.validation_images, split.validation_labels
+    files = []
+    for i in range(8):
+        path = folder / f"{i:02d}_digit{labels[i]}.png"
+        Image.fromarray(images[i]).save(path)
+        files.append(path)
+    big = Image.fromarray(255 - np.kron(images[8], np.ones((4, 4), np.uint8))).convert("RGBA")
+    big.save(folder / f"08_digit{labels[8]}_paper.png")
+    Image.fromarray(images[9]).resize((56, 56)).convert("RGB").save(
+        folder / f"09_digit{labels[9]}.jpg", quality=95
+    )
+    Image.fromarray(images[10]).save(folder / f"10_digit{labels[10]}.bmp")
+    files += [folder / f"08_digit{labels[8]}_paper.png", folder / f"09_digit{labels[9]}.jpg"]
+    files.append(folder / f"10_digit{labels[10]}.bmp")
+    return folder, files
+
+
+def expected_top_k(session, files: list[Path], k: int) -> dict[str, list[tuple[int, float]]]:
+    """Top-k (index, probability) per file: the server's own preprocessing + the same ONNX model, locally."""
+    tensors = np.stack([serving_preprocess.decode_digit(read_image(path).data) for path in files])
+    probabilities = session.run(None, {session.get_inputs()[0].name: tensors})[0]
+    expected = {}
+    for path, row in zip(files, probabilities, strict=True):
+        order = np.argsort(-row, kind="stable")[:k]
+        expected[str(path)] = [(int(i), float(row[i])) for i in order]
+    return expected
+
+
+# ------------------------------------------------------------------------------------------- health
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_health_reports_every_model_as_expected(triton_server, protocol):
+    result = clients(triton_server, protocol, "health")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "health: OK"
+    assert "live, ready" in lines[0]
+    for model in ("mnist", "mnist_pipeline", "mnist_preprocess", "l2norm"):
+        assert f"model {model}: READY" in result.stdout
+        assert f"expected interface '{model}': OK" in result.stdout
+    assert "probabilities FP32 [-1, 10] (labels)" in result.stdout
+
+    as_json = json.loads(clients(triton_server, protocol, "health", "--json", "--model", "mnist").stdout)
+    assert as_json["ok"] is True and as_json["server"]["ready"] is True
+    (model,) = as_json["models"]
+    assert model["status"] == "ok" and model["config"]["max_batch_size"] > 0
+    assert model["metadata"]["inputs"] == [{"name": "image", "datatype": "FP32", "shape": [-1, 1, 28, 28]}]
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_health_unknown_model(triton_server, protocol):
+    result = clients(triton_server, protocol, "health", "--model", "no_such_model")
+    assert result.returncode == EXIT_MODEL_UNAVAILABLE
+    assert "model no_such_model: NOT READY" in result.stdout
+    assert "is not ready or not served" in result.stdout  # the repository index is closed without the key
+    with_key = clients(triton_server, protocol, "health", "--model", "no_such_model", *admin(triton_server))
+    assert with_key.returncode == EXIT_MODEL_UNAVAILABLE
+    assert "model 'no_such_model' is not served by Triton" in with_key.stdout
+    assert "mnist_pipeline (READY)" in with_key.stdout
+    assert with_key.stdout.splitlines()[-1] == "health: FAILED (1 of 1 models with problems)"
+
+
+def test_health_compares_a_model_with_another_interface(triton_server):
+    result = clients(triton_server, "grpc", "health", "--model", "l2norm", "--expect", "mnist")
+    assert result.returncode == EXIT_WRONG_MODEL
+    assert "expected interface 'mnist': 3 problem(s)" in result.stdout
+    assert "input 'image' is missing (the model's inputs: vector)" in result.stdout
+
+
+# -------------------------------------------------------------------------------------------- infer
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["pipeline", "raw"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_infer_top_k_matches_the_model(triton_server, protocol, raw, digit_files, onnx_session):
+    folder, files = digit_files
+    args = ["infer", str(folder), "--top-k", "3", "--batch-size", "3", "--concurrency", "3", "--json"]
+    result = clients(triton_server, protocol, *args, *(["--raw"] if raw else []))
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["model"] == ("mnist" if raw else "mnist_pipeline") and document["errors"] == []
+    expected = expected_top_k(onnx_session, files, 3)
+    assert [r["input"] for r in document["results"]] == sorted(expected)  # every file, in directory order
+    for result_item in document["results"]:
+        got = [(c["index"], c["score"]) for c in result_item["top_k"]]
+        want = expected[result_item["input"]]
+        assert [i for i, _ in got] == [i for i, _ in want], result_item["input"]
+        np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=2e-6)
+        assert all(c["label"] == str(c["index"]) for c in result_item["top_k"])  # labels.txt is 0..9
+    # The file names carry the true digit: the model gets these validation digits right.
+    for result_item in document["results"]:
+        true_digit = re.search(r"digit(\d)", result_item["input"]).group(1)
+        assert result_item["top_k"][0]["label"] == true_digit, result_item
+
+
+def test_infer_text_output_and_globs(triton_server, digit_files):
+    folder, _ = digit_files
+    result = clients(triton_server, "http", "infer", str(folder / "0[0-2]_*.png"), "--top-k", "2")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        match = re.fullmatch(r"(.+_digit(\d)\.png): (\d) \((\d\.\d{4})\), (\d) \((\d\.\d{4})\)", line)
+        assert match, line
+        assert match.group(3) == match.group(2) and float(match.group(4)) >= float(match.group(6))
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_infer_image_without_digit_fails_alone(triton_server, protocol, digit_files, tmp_path):
+    _, files = digit_files
+    blank = tmp_path / "blank.png"
+    Image.new("L", (40, 40), 180).save(blank)
+    inputs = [str(files[0]), str(blank), str(files[1]), str(files[2])]
+    result = clients(triton_server, protocol, "infer", *inputs, "--batch-size", "4")
+    assert result.returncode == EXIT_BAD_INPUT
+    printed = [line.split(":")[0] for line in result.stdout.splitlines()]
+    assert printed == [str(files[0]), str(files[1]), str(files[2])]  # the good images still get answers
+    assert "1 of 4 images failed" in result.stderr
+    assert (
+        f"{blank}: running inference on model 'mnist_pipeline': the server rejected the input"
+        in result.stderr
+    )
+    assert "no digit found" in result.stderr
+
+
+def _pipeline_request_count(server) -> int:
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        stats = client.get_inference_statistics("mnist_pipeline")["model_stats"][0]["inference_stats"]
+        return stats["success"]["count"] + stats["fail"]["count"]
+    finally:
+        client.close()
+
+
+def test_infer_bad_file_stops_before_anything_is_sent(triton_server, digit_files, tmp_path):
+    _, files = digit_files
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    before = _pipeline_request_count(triton_server)
+    result = clients(
+        triton_server, "grpc", "infer", str(files[0]), str(tmp_path / "broken.png"), "missing.png"
+    )
+    assert result.returncode == EXIT_BAD_INPUT
+    assert "error: 2 bad input(s), nothing was sent:" in result.stderr
+    assert "broken.png: corrupt image" in result.stderr or "broken.png: not an image" in result.stderr
+    assert "missing.png: no such file or directory" in result.stderr
+    assert result.stdout == ""
+    assert _pipeline_request_count(triton_server) == before
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_infer_wrong_and_unknown_model(triton_server, protocol, digit_files):
+    _, files = digit_files
+    wrong = clients(triton_server, protocol, "infer", str(files[0]), "--model", "l2norm")
+    assert wrong.returncode == EXIT_WRONG_MODEL
+    assert (
+        "model 'l2norm' on Triton at" in wrong.stderr and "is not what this command expects" in wrong.stderr
+    )
+    assert "input 'image_bytes' is missing (the model's inputs: vector)" in wrong.stderr
+    unknown = clients(triton_server, protocol, "infer", str(files[0]), "--model", "mnist_v2")
+    assert unknown.returncode == EXIT_MODEL_UNAVAILABLE
+    assert "model 'mnist_v2' is not ready or not served by Triton" in unknown.stderr
+
+
+def test_infer_batch_larger_than_the_model_takes(triton_server, digit_files):
+    _, files = digit_files
+    result = clients(triton_server, "grpc", "infer", str(files[0]), "--batch-size", "65")
+    assert result.returncode == EXIT_USAGE
+    assert (
+        "--batch-size 65 is larger than model 'mnist_pipeline' accepts (max_batch_size 64)" in result.stderr
+    )
+
+
+def _leftover_client_regions() -> list[str]:
+    return sorted(p.name for p in Path("/dev/shm").glob("clients_*")) if Path("/dev/shm").is_dir() else []
+
+
+def _registered_regions(server) -> list:
+    client = httpclient.InferenceServerClient(server.http_url)
+    try:
+        return client.get_system_shared_memory_status(headers={ADMIN_HEADER: server.admin_key})
+    finally:
+        client.close()
+
+
+# Both protocols and both paths (BYTES input of the ensemble, FP32 tensors of the raw model) in two runs.
+@pytest.mark.parametrize(
+    "protocol, raw", [("grpc", False), ("http", True)], ids=["grpc-pipeline", "http-raw"]
+)
+def test_infer_through_system_shared_memory(triton_server, protocol, raw, digit_files):
+    folder, _ = digit_files
+    args = [
+        "infer",
+        str(folder),
+        "--json",
+        "--batch-size",
+        "4",
+        "--concurrency",
+        "2",
+        *(["--raw"] if raw else []),
+    ]
+    plain = clients(triton_server, protocol, *args)
+    shared = clients(triton_server, protocol, *args, "--shared-memory", "system", *admin(triton_server))
+    assert plain.returncode == 0 and shared.returncode == 0, shared.stderr
+    assert json.loads(shared.stdout)["results"] == json.loads(plain.stdout)["results"]
+    assert _registered_regions(triton_server) == []  # unregistered on the server ...
+    assert _leftover_client_regions() == []  # ... and unlinked here
+
+
+def test_shared_memory_needs_the_admin_key(triton_server, digit_files):
+    _, files = digit_files
+    for protocol in PROTOCOLS:
+        result = clients(triton_server, protocol, "infer", str(files[0]), "--shared-memory", "system")
+        assert result.returncode == EXIT_ACCESS_DENIED, result.stderr
+        assert "restricts this API to clients with its admin key" in result.stderr
+        assert "pass --admin-key KEY or set $TRITON_ADMIN_KEY" in result.stderr
+    assert _leftover_client_regions() == []
+
+
+# ------------------------------------------------------------------------------------------- l2norm
+
+
+@pytest.mark.parametrize("shared_memory", ["none", "system"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_l2norm_file_to_file(triton_server, protocol, shared_memory, tmp_path):
+    vectors = np.random.default_rng(7).normal(size=(100, 33)).astype(np.float32)
+    vectors[5] = 0.0  # the all-zero vector stays zero (eps in the denominator)
+    np.save(tmp_path / "in.npy", vectors)
+    args = ["l2norm", str(tmp_path / "in.npy"), "--output", str(tmp_path / "out.npy"), "--batch-size", "16"]
+    result = clients(triton_server, protocol, *args, "--shared-memory", shared_memory, *admin(triton_server))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"wrote 100 normalized vectors of length 33 to {tmp_path / 'out.npy'}"
+    normalized = np.load(tmp_path / "out.npy")
+    assert normalized.shape == (100, 33) and normalized.dtype == np.float32
+    np.testing.assert_allclose(normalized, l2_normalize(vectors), rtol=1e-6, atol=1e-7)
+    assert not normalized[5].any()
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_l2norm_stdin_csv_and_json(triton_server, protocol):
+    result = clients(triton_server, protocol, "l2norm", stdin=b"3,4\n0,0\n")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["0.600000024,0.800000012", "0,0"]
+    buffer = io.BytesIO()
+    np.save(buffer, np.array([[1.0, 2.0, 2.0]], np.float32))
+    as_json = clients(triton_server, protocol, "l2norm", "-", "--json", stdin=buffer.getvalue())
+    assert as_json.returncode == 0, as_json.stderr
+    np.testing.assert_allclose(json.loads(as_json.stdout)["normalized"], [[1 / 3, 2 / 3, 2 / 3]], rtol=1e-6)
+
+
+def test_l2norm_bad_input_and_wrong_model(triton_server, tmp_path):
+    (tmp_path / "bad.csv").write_text("1,2\n3,inf\n")
+    result = clients(triton_server, "grpc", "l2norm", str(tmp_path / "bad.csv"))
+    assert result.returncode == EXIT_BAD_INPUT and "is not a finite number" in result.stderr
+    (tmp_path / "ok.csv").write_text("1,2\n")
+    wrong = clients(triton_server, "http", "l2norm", str(tmp_path / "ok.csv"), "--model", "mnist")
+    assert wrong.returncode == EXIT_WRONG_MODEL and "input 'vector' is missing" in wrong.stderr
+
+
+# --------------------------------------------------------------------------------------------- eval
+
+
+def _accuracy(stdout: str) -> float:
+    match = ACCURACY_LINE.match(stdout.splitlines()[-1])
+    assert match, f"last line is not `accuracy: <fraction>`: {stdout.splitlines()[-1]!r}"
+    return float(match.group(1))
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["pipeline", "raw"])
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_eval_validation_split(triton_server, protocol, raw, tmp_path):
+    report_path = tmp_path / "report.json"
+    args = ["eval", "--split", "validation", "--batch-size", "32", "--report", str(report_path)]
+    result = clients(triton_server, protocol, *args, *(["--raw"] if raw else []))
+    assert result.returncode == 0, result.stderr
+    value = _accuracy(result.stdout)
+    assert value >= MIN_ACCURACY
+    assert "eval: 100%" in result.stderr  # the progress bar ran to the end
+    assert "confusion matrix (rows: true digit, columns: predicted digit):" in result.stdout
+    assert re.search(r"^latency per request \(ms\): p50 [\d.]+  p90 [\d.]+  p99 [\d.]+", result.stdout, re.M)
+    report = json.loads(report_path.read_text())
+    assert report["digits"] == 1000 and report["model"] == ("mnist" if raw else "mnist_pipeline")
+    assert f"{report['accuracy']:.4f}" == f"{value:.4f}"
+    matrix = np.array(report["confusion_matrix"])
+    validation_labels = mnist.load_split().validation_labels
+    np.testing.assert_array_equal(matrix.sum(axis=1), np.bincount(validation_labels, minlength=10))
+    assert np.trace(matrix) / matrix.sum() == pytest.approx(report["accuracy"])
+    latency = report["latency"]
+    assert latency["count"] == 32  # ceil(1000 / 32) requests
+    assert 0 < latency["p50_ms"] <= latency["p90_ms"] <= latency["p99_ms"] <= latency["max_ms"]
+
+
+def test_eval_all_dev_digits_through_the_pipeline(triton_server):
+    """The whole 8,000 dev digits, PNG-encoded, through mnist_pipeline: the issue's acceptance check."""
+    result = clients(triton_server, "grpc", "eval", "--batch-size", "32", "--min-accuracy", str(MIN_ACCURACY))
+    assert result.returncode == 0, result.stderr
+    assert "eval: 8000 digits (all) of mnist-dev-images-idx3-ubyte.gz, PNG-encoded" in result.stdout
+    assert _accuracy(result.stdout) >= MIN_ACCURACY
+
+
+def test_eval_through_shared_memory(triton_server):
+    args = [
+        "eval",
+        "--raw",
+        "--limit",
+        "500",
+        "--shared-memory",
+        "system",
+        "--no-progress",
+        *admin(triton_server),
+    ]
+    result = clients(triton_server, "http", *args)
+    assert result.returncode == 0, result.stderr
+    assert "shared memory system" in result.stdout and _accuracy(result.stdout) >= MIN_ACCURACY
+    assert result.stderr == ""  # --no-progress
+    assert _registered_regions(triton_server) == [] and _leftover_client_regions() == []
+
+
+def _write_idx(path: Path, array: np.ndarray) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.write_bytes(gzip.compress(header + array.astype(np.uint8).tobytes()))
+
+
+def test_eval_below_min_accuracy_exits_1_and_still_ends_with_accuracy(triton_server, tmp_path, onnx_session):
+    images, labels = mnist.load_dev_set()
+    images, wrong_labels = images[:40], (labels[:40] + 1) % 10  # IDX files whose labels are all off by one
+    _write_idx(tmp_path / "images.gz", images)
+    _write_idx(tmp_path / "labels.gz", wrong_labels)
+    args = ["eval", "--images", str(tmp_path / "images.gz"), "--labels", str(tmp_path / "labels.gz")]
+    result = clients(triton_server, "grpc", *args, "--min-accuracy", "0.5", "--no-progress")
+    assert result.returncode == EXIT_FAILED
+    predicted = onnx_session.run(None, {"image": mnist.to_tensor(images)})[0].argmax(axis=1)
+    assert result.stdout.splitlines()[-1] == f"accuracy: {np.mean(predicted == wrong_labels):.4f}"
+    assert "error: accuracy" in result.stderr and "below --min-accuracy 0.5000" in result.stderr
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_eval_wrong_model(triton_server, protocol):
+    result = clients(triton_server, protocol, "eval", "--raw", "--model", "mnist_preprocess", "--limit", "5")
+    assert result.returncode == EXIT_WRONG_MODEL
+    assert "output 'probabilities' is missing (the model's outputs: image)" in result.stderr
+    assert "accuracy:" not in result.stdout
+
+
+def test_server_still_serves_after_the_error_cases(triton_server):
+    assert clients(triton_server, "http", "health").returncode == 0
