@@ -243,7 +243,7 @@ def pool(
     x,
     mode: str,
     kernel: Sequence[int],
-    stride: Sequence[int],
+    stride: Sequence[int] | None = None,
     padding: Sequence[int] = (0, 0),
     count_include_pad: int = 0,
     input_scale: float | None = None,
@@ -255,7 +255,7 @@ def pool(
         x: NCHW tensor, float16/float32/float64, or int8 for the INT8 I/O path.
         mode: "max" or "average".
         kernel: ``[kh, kw]``, each >= 1.
-        stride: ``[sh, sw]``, each >= 1.
+        stride: ``[sh, sw]``, each >= 1; ``None`` (field absent) means the kernel, as in the plugin.
         padding: ``[ph, pw]``, each in ``0..k-1`` (as ONNX requires), applied on both sides.
         count_include_pad: average only; 1 divides by ``kh * kw``, 0 by the number of in-bounds elements.
         input_scale, output_scale: INT8 only (both required then, > 0): the input is dequantized as
@@ -275,7 +275,7 @@ def pool(
     if mode not in ("max", "average"):
         raise ValueError(f"{op}: mode must be 'max' or 'average', got {mode!r}")
     kh, kw = _int_pair_field(kernel, "kernel", op)
-    sh, sw = _int_pair_field(stride, "stride", op)
+    sh, sw = _int_pair_field(kernel if stride is None else stride, "stride", op)
     ph, pw = _int_pair_field(padding, "padding", op)
     if kh < 1 or kw < 1:
         raise ValueError(f"{op}: kernel must be >= 1, got {[kh, kw]}")
