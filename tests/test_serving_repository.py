@@ -13,6 +13,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
+from trt_plugin_kit.export import L2NORM_MAX_DIM
 from trt_plugin_kit.serving import CPU_MODEL_CONFIG_NAME, MODEL_NAMES, MODEL_REPOSITORY, TENSORRT_MODELS
 
 ModelConfig = model_config_pb2.ModelConfig
@@ -115,3 +116,10 @@ def test_cpu_mnist_points_at_the_native_onnx_model():
     onnx_path = (MODEL_REPOSITORY / "mnist" / config.parameters["onnx_model"].string_value).resolve()
     assert onnx_path.is_file(), onnx_path
     assert onnx_path.name == "mnist_native.onnx"
+
+
+def test_cpu_l2norm_accepts_the_lengths_the_engine_is_built_for():
+    config = configurations("l2norm")["cpu"]
+    assert int(config.parameters["max_vector_length"].string_value) == L2NORM_MAX_DIM
+    (warmup,) = configurations("l2norm")["default"].model_warmup
+    assert 1 <= warmup.inputs["vector"].dims[0] <= L2NORM_MAX_DIM

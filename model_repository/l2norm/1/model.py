@@ -22,7 +22,7 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         parameters = config.get("parameters", {})
-        self.max_vector_length = int(parameters.get("max_vector_length", {}).get("string_value", "65536"))
+        self.max_vector_length = int(parameters["max_vector_length"]["string_value"])
 
     def execute(self, requests):
         return [self._answer(request) for request in requests]
