@@ -98,11 +98,11 @@ class RunPlan:
     extra_info: dict = field(default_factory=dict)
 
     def expected_request_names(self) -> list[str]:
-        # Locust gives every user class at least one user only when there are enough users.
-        active_protocols = [p for p, w in self.workload.protocols.items() if w > 0]
-        if self.users < len(active_protocols):
-            return []
-        return self.workload.request_names()
+        """Request types the run must show: those of protocols whose share of the users is at least one
+        (Locust splits users by weight, so with few users a protocol of small weight may get none)."""
+        total_weight = sum(self.workload.protocols.values())
+        sure = {p for p, w in self.workload.protocols.items() if w > 0 and self.users * w / total_weight >= 1}
+        return [name for name in self.workload.request_names() if name.split(" ", 1)[0] in sure]
 
     def locust_command(self) -> list[str]:
         w = self.workload

@@ -183,6 +183,10 @@ def test_run_plan_passes_only_protocols_with_users_and_expects_names_only_when_e
     assert len(plan.expected_request_names()) == 3
     plan.workload = WorkloadConfig(protocols={"http": 1, "grpc": 1}, mix=dict.fromkeys(REQUEST_KINDS, 1))
     assert plan.expected_request_names() == []  # 1 user, 2 protocols: one protocol gets no user
+    plan.users = 2
+    assert len(plan.expected_request_names()) == 6
+    plan.workload = WorkloadConfig(protocols={"http": 10, "grpc": 1}, mix={"mnist": 1})
+    assert plan.expected_request_names() == ["http mnist b8"]  # Locust gives both users to http
 
 
 # ----------------------------------------------------------------------------------- payloads/checks
