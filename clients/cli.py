@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import sys
 import textwrap
@@ -367,6 +368,8 @@ def _command(name: str):
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # Library warnings (retries, ...) go to stderr as `warning: ...`, like the command's own.
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s", stream=sys.stderr)
     try:
         settings = connection_settings(args)
         shm.ensure_available(getattr(args, "shared_memory", "none"))

@@ -11,6 +11,7 @@ something twice with a different effect. Timeouts are not retried: the request m
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,8 @@ from clients.errors import (
     ServerUnreachableError,
     UsageError,
 )
+
+log = logging.getLogger("clients")
 
 PROTOCOLS = ("grpc", "http")
 # Servers started by scripts/serve.py open their restricted APIs (shared memory registration, repository
@@ -297,6 +300,9 @@ class TritonClient:
                 error = self._translate(exc, what)
                 if not isinstance(error, ServerUnreachableError) or attempt == retries:
                     raise error from exc
+            log.warning(
+                "%s; retry %d of %d in %.2f s", str(error).splitlines()[0], attempt + 1, retries, delay
+            )
             await asyncio.sleep(delay)
             delay = min(delay * 2, BACKOFF_MAX_S)
         raise AssertionError("unreachable")  # the loop always returns or raises

@@ -14,9 +14,11 @@ import io
 import json
 import os
 import re
+import socket
 import struct
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -423,3 +425,81 @@ def test_eval_wrong_model(triton_server, protocol):
 
 def test_server_still_serves_after_the_error_cases(triton_server):
     assert clients(triton_server, "http", "health").returncode == 0
+
+
+# ------------------------------------------------------------------------------------------ retries
+
+
+class LateForwarder:
+    """Refuses connections on `port` (nothing listens) until `delay_s` have passed, then relays each
+    connection to the real server: a server that comes up while the client is already trying."""
+
+    def __init__(self, target: str, delay_s: float):
+        host, port = target.rsplit(":", 1)
+        self.target = (host, int(port))
+        self.delay_s = delay_s
+        probe = socket.socket()
+        probe.bind(("127.0.0.1", 0))
+        self.port = probe.getsockname()[1]
+        probe.close()
+        self.stop = threading.Event()
+        self.sockets: list[socket.socket] = []
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def __enter__(self) -> LateForwarder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+        for sock in self.sockets:
+            sock.close()
+
+    def _serve(self) -> None:
+        if self.stop.wait(self.delay_s):
+            return
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(16)
+        listener.settimeout(0.2)
+        self.sockets.append(listener)
+        while not self.stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                continue
+            upstream = socket.create_connection(self.target)
+            self.sockets += [client, upstream]
+            for source, sink in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_retries_reach_a_server_that_comes_up_late(triton_server, protocol):
+    target = triton_server.grpc_url if protocol == "grpc" else triton_server.http_url
+    with LateForwarder(target, delay_s=2.0) as forwarder:
+        url = f"127.0.0.1:{forwarder.port}"
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+        command = [sys.executable, "-m", "clients", "health", "--protocol", protocol, "--url", url]
+        result = subprocess.run(
+            [*command, "--retries", "6", "--model", "mnist"],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=env,
+        )
+    assert result.returncode == 0, result.stderr
+    assert f"warning: cannot reach Triton at {url}" in result.stderr and "retry 1 of 6" in result.stderr
+    assert result.stdout.splitlines()[-1] == "health: OK"
