@@ -1,8 +1,8 @@
-"""Load tests of the Triton models with Locust, over HTTP and gRPC.
+"""Load tests of the Triton models with Locust, over HTTP and gRPC (usage: loadtests/README.md).
 
-    python -m loadtests            (make loadtest)  headless run(s), reports, pass/fail thresholds
-    loadtests/locustfile.py        the Locust users; also usable with `locust -f` directly
-    loadtests/workloads.py         what is sent (real digits, vectors) and how answers are checked
-    loadtests/report.py            Locust CSV -> summary.md/json, thresholds, charts
-    loadtests/README.md            usage, container use, and how the baseline was measured
+- `python -m loadtests` (`make loadtest`): headless run(s), reports, pass/fail thresholds (runner.py)
+- `python -m loadtests.baseline`: the per-request-type measurement in loadtests/BASELINE.md
+- locustfile.py: the Locust users; also usable with `locust -f` directly
+- workloads.py: what is sent (real digits, vectors) and how the answers are checked
+- report.py: Locust statistics -> summary.md/json, threshold verdicts, charts
 """

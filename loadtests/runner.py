@@ -35,6 +35,7 @@ LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 USER_CLASSES = {"http": "HttpTritonUser", "grpc": "GrpcTritonUser"}
 
 EXIT_PASSED, EXIT_THRESHOLDS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130  # the shell's code for Ctrl-C
 
 
 class LoadTestError(Exception):
@@ -501,6 +502,10 @@ def main(argv: list[str] | None = None) -> int:
         except (LoadTestError, ServingError) as error:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_ERROR
+        except KeyboardInterrupt:
+            # Locust got the Ctrl-C too and has written what it had; a server we started is stopped on exit.
+            print(f"interrupted; partial reports in {out_dir}", file=sys.stderr)
+            return EXIT_INTERRUPTED
     passed = all(summary.passed for _, summary in results)
     print(f"{'PASSED' if passed else 'FAILED'}: reports in {out_dir}")
     return EXIT_PASSED if passed else EXIT_THRESHOLDS
