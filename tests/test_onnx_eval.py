@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import export, mnist, onnx_eval
+from trt_plugin_kit import export, lenet, mnist, onnx_eval
 
 TOLERANCE = 1e-5
 
@@ -190,6 +190,18 @@ def test_evaluator_refuses_what_tensorrt_would_not_find():
         onnx_eval.run(_l2norm_with(epsilon=1e-6), {"vector": vectors})
     with pytest.raises(ValueError, match="out of range"):
         onnx_eval.run(_l2norm_with(axis=5), {"vector": vectors})
+
+
+def test_evaluator_pool_fields_default_like_the_plugin():
+    """A Pool node with only mode and kernel: stride = kernel, padding 0, as the plugin's creator does."""
+    model = export.build_mnist(lenet.load_weights(export.WEIGHTS_PATH), "plugin")
+    for node in export.pool_nodes(model):
+        kept = [a for a in node.attribute if a.name not in ("stride", "padding")]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    images = np.random.default_rng(3).uniform(0, 1, size=(4, 1, 28, 28)).astype(np.float32)
+    full = onnx_eval.run(onnx.load(export.onnx_path("mnist", "plugin")), {"image": images})["probabilities"]
+    np.testing.assert_array_equal(onnx_eval.run(model, {"image": images})["probabilities"], full)
 
 
 def test_evaluator_input_checks_and_unknown_ops():

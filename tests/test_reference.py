@@ -90,6 +90,12 @@ def test_pool_hand_checked():
     assert np.all(reference.pool(negative, "max", [3, 3], [1, 1], [1, 1]) == -1)
 
 
+def test_pool_stride_defaults_to_the_kernel_like_the_plugin():
+    x = RNG.normal(size=(1, 2, 6, 9)).astype(np.float32)
+    np.testing.assert_array_equal(reference.pool(x, "max", [3, 3]), reference.pool(x, "max", [3, 3], [3, 3]))
+    assert reference.pool(x, "average", [2, 3]).shape == (1, 2, 3, 3)
+
+
 def test_pool_output_size_uses_floor():
     assert reference.pool_output_size(28, 2, 2, 0) == 14
     assert reference.pool_output_size(7, 2, 2, 0) == 3  # floor, not ceil

@@ -193,7 +193,7 @@ STANDARD_OPS: dict[str, Callable] = {
 
 
 def _plugin_pool(
-    x, mode, kernel, stride, padding=(0, 0), count_include_pad=0, input_scale=None, output_scale=None
+    x, mode, kernel, stride=None, padding=(0, 0), count_include_pad=0, input_scale=None, output_scale=None
 ):
     return reference.pool(x, mode, kernel, stride, padding, count_include_pad, input_scale, output_scale)
 
