@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import os
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,8 +25,17 @@ import pytest
 import tritonclient.http as httpclient
 from PIL import Image
 
-from trt_plugin_kit import mnist
-from trt_plugin_kit.serving import REPO_ROOT, HostProbe, Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit import mnist, serving
+from trt_plugin_kit.serving import (
+    MODEL_REPOSITORY,
+    REPO_ROOT,
+    TENSORRT_MODELS,
+    HostProbe,
+    Ports,
+    ServingError,
+    TritonServer,
+    choose_variant,
+)
 from trt_plugin_kit.serving_preprocess import ImageRejected, decode_digit, load_image
 
 SERVE_SCRIPT = REPO_ROOT / "scripts" / "serve.py"
@@ -165,6 +176,67 @@ def test_tensorrt_variant_fails_clearly_where_tensorrt_is_missing(tmp_path):
         pytest.skip("this machine can run the TensorRT variant")
     server = TritonServer(variant="tensorrt", ports=Ports.free(), log_file=tmp_path / "log")
     with pytest.raises(ServingError, match="TensorRT variant cannot run here"):
+        server.start()
+    assert server.process is None
+
+
+FAKE_TRITONSERVER = """#!/bin/sh
+# Stands in for a system tritonserver: answers --help, records its arguments and environment, exits.
+if [ "$1" = "--help" ]; then
+  echo "--http-restricted-api --grpc-restricted-protocol --http-max-input-size"
+  exit 0
+fi
+printf '%s\\n' "$@" > "$(dirname "$0")/args"
+env > "$(dirname "$0")/env"
+"""
+
+
+@pytest.fixture
+def gpu_host(tmp_path, monkeypatch):
+    """A host that looks TensorRT-ready: a recording fake tritonserver, a plugin library, a repository."""
+    binary = tmp_path / "bin" / "tritonserver"
+    binary.parent.mkdir()
+    binary.write_text(FAKE_TRITONSERVER)
+    binary.chmod(0o755)
+    library = tmp_path / "libtrt_plugin_kit.so"
+    library.write_bytes(b"")
+    repository = tmp_path / "model_repository"
+    shutil.copytree(MODEL_REPOSITORY, repository, ignore=shutil.ignore_patterns("__pycache__", "*.plan"))
+    probe = HostProbe(tritonserver=binary, gpus=["GPU 0: test"], tensorrt_version="10.13.3")
+    monkeypatch.setattr(serving, "probe_host", lambda: probe)
+    return binary, library, repository
+
+
+def test_tensorrt_variant_preloads_the_plugin_library_on_the_default_configs(tmp_path, gpu_host):
+    binary, library, repository = gpu_host
+    for model in TENSORRT_MODELS:
+        (repository / model / "1" / "model.plan").write_bytes(b"engine")
+    server = TritonServer(
+        variant="tensorrt", ports=Ports.free(), model_repository=repository, plugin_library=library
+    )
+    try:
+        server.start()
+        assert server.process.wait(timeout=30) == 0
+    finally:
+        server.stop()
+    args = (binary.parent / "args").read_text().splitlines()
+    env = dict(line.split("=", 1) for line in (binary.parent / "env").read_text().splitlines() if "=" in line)
+    assert env["LD_PRELOAD"].split(os.pathsep)[0] == str(library)
+    assert str(REPO_ROOT) in env["PYTHONPATH"].split(os.pathsep)  # mnist_preprocess imports trt_plugin_kit
+    assert not any(arg.startswith("--model-config-name") for arg in args)  # the TensorRT configs
+    assert f"--model-repository={repository}" in args and "--model-control-mode=none" in args
+    assert any(arg.startswith("--http-restricted-api=model-repository,") for arg in args)
+    assert any(arg.startswith("--http-max-input-size=") for arg in args)
+    assert "TensorRT engines" in server.describe_variant()
+
+
+def test_tensorrt_variant_builds_missing_engines_and_reports_when_it_cannot(gpu_host):
+    _, library, repository = gpu_host
+    server = TritonServer(
+        variant="tensorrt", ports=Ports.free(), model_repository=repository, plugin_library=library
+    )
+    # The real build_engines.py runs and fails: there is no TensorRT on this machine.
+    with pytest.raises(ServingError, match="build_engines.py failed"):
         server.start()
     assert server.process is None
 

@@ -267,6 +267,21 @@ def cpu_environment(distribution: PyTritonDistribution, base: dict[str, str]) ->
 # TensorRT variant: plugin library and engines
 
 
+def system_triton_python_path(existing: str | None) -> list[str]:
+    """PYTHONPATH for the Python backend (mnist_preprocess) of a system tritonserver.
+
+    Its stub embeds the system Python (/usr, e.g. inside NVIDIA's container). The model needs this repository
+    (trt_plugin_kit) and Pillow; when this virtual environment was made from that same Python, its packages
+    are binary-compatible and are added too. Otherwise Pillow must be installed for the system Python.
+    """
+    paths = [str(REPO_ROOT)]
+    if Path(sys.base_prefix) == Path("/usr") and sys.prefix != sys.base_prefix:
+        paths += [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    if existing:
+        paths.append(existing)
+    return list(dict.fromkeys(paths))
+
+
 def find_tensorrt_headers() -> Path | None:
     candidates = [os.environ.get("TENSORRT_INCLUDE_DIR", "")]
     if os.environ.get("TENSORRT_ROOT"):
@@ -470,6 +485,7 @@ class TritonServer:
         # TensorRT resolves plugin creators from libraries loaded in the process; preloading registers ours
         # before the TensorRT backend deserialises the engines.
         env["LD_PRELOAD"] = os.pathsep.join(filter(None, [str(self.plugin_library), env.get("LD_PRELOAD")]))
+        env["PYTHONPATH"] = os.pathsep.join(system_triton_python_path(env.get("PYTHONPATH")))
         return probe.tritonserver, env, []
 
     def _common_args(self, help_text: str) -> list[str]:
