@@ -356,6 +356,7 @@ BAD_INPUTS: dict[str, Callable[[], tuple[str, dict, dict, str]]] = {
     ),
     "NaN vector": lambda: ("l2norm", {"vector": np.array([[1.0, np.nan, 2.0]], np.float32)}, {}, "NaN"),
     "Inf vector": lambda: ("l2norm", {"vector": np.array([[np.inf, 1.0]], np.float32)}, {}, "Inf"),
+    "empty vector": lambda: ("l2norm", {"vector": np.zeros((1, 0), np.float32)}, {}, "empty"),
     "vector too long": lambda: ("l2norm", {"vector": np.ones((1, 4097), np.float32)}, {}, "at most 4096"),
 }
 
