@@ -250,10 +250,16 @@ class TritonClient:
         unreachable = f"cannot reach Triton at {where}: is the server running? (make serve)"
         if isinstance(exc, ClientError):
             return exc
+        detail = str(exc.message() if isinstance(exc, InferenceServerException) else exc)
+        if self.settings.ssl or any(
+            word in detail.lower() for word in ("handshake", "ssl", "tls", "certificate")
+        ):
+            unreachable += (
+                "\n  TLS: check --ssl, --root-certificates (the CA of the server's certificate) and, "
+                "if the server wants client certificates, --private-key/--certificate-chain"
+            )
         if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
             return RequestTimeoutError(timeout_hint)
-        if isinstance(exc, aiohttp.ClientSSLError):
-            return ServerUnreachableError(f"{unreachable}\n  TLS handshake failed: {exc}")
         if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError)):
             return ServerUnreachableError(f"{unreachable}\n  ({exc})")
         if isinstance(exc, InferenceServerException):
