@@ -144,6 +144,7 @@ int main(int argc, char** argv)
     addL2NormalizeCases(suite);
     addActivationCases(suite);
     addFullyConnectedCases(suite);
+    addPoolCases(suite);
     addConcatCopyCases(suite);
 
     int index = 0;

@@ -135,7 +135,14 @@ bool PoolPlugin::supportsFormat(int32_t pos, PluginTensorDesc const* inOut) cons
     {
         return false;
     }
-    return pos == 0 ? isSupportedType(desc.type) : desc.type == inOut[0].type;
+    if (pos == 0)
+    {
+        // INT8 only with both scales: otherwise a weakly typed TensorRT 10 build could choose INT8 and fail at
+        // configure time, where offering FP32/FP16 only gives a working engine.
+        bool const int8Ready = mConfig.inputScale.has_value() && mConfig.outputScale.has_value();
+        return isSupportedType(desc.type) && (desc.type != DataType::kINT8 || int8Ready);
+    }
+    return desc.type == inOut[0].type;
 }
 
 void PoolPlugin::configure(DynamicPluginTensorDesc const* in, DynamicPluginTensorDesc const* out)
