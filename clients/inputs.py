@@ -136,6 +136,19 @@ def preprocess_for_mnist(image: EncodedImage) -> np.ndarray:
         raise BadInputError(f"{image.path}: {exc}") from exc
 
 
+def preprocess_all_for_mnist(images: list[EncodedImage]) -> list[np.ndarray]:
+    """preprocess_for_mnist for every image; one error listing every image that has no usable digit."""
+    tensors, errors = [], []
+    for image in images:
+        try:
+            tensors.append(preprocess_for_mnist(image))
+        except BadInputError as exc:
+            errors.append(str(exc))
+    if errors:
+        _raise_listed(f"{len(errors)} image(s) cannot be preprocessed, nothing was sent:", errors)
+    return tensors
+
+
 def encode_png(digit: np.ndarray) -> bytes:
     """A 28x28 uint8 MNIST digit as PNG bytes (lossless: the server decodes the very same pixels)."""
     buffer = io.BytesIO()

@@ -53,6 +53,8 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
     input_name, output_name = contract.inputs[0].name, contract.outputs[0].name
     num_classes = contract.outputs[0].shape[0]
 
+    if args.report and not Path(args.report).resolve().parent.is_dir():
+        raise BadInputError(f"--report {args.report}: its directory does not exist")
     images, labels = load_idx_dataset(args.images, args.labels)
     indices = select_digits(len(images), args.split, args.limit)
     images, labels = images[indices], labels[indices].astype(np.int64)

@@ -16,7 +16,7 @@ import numpy as np
 from clients.commands._common import check_batch_size, chunks, failed_summary, parse_classification
 from clients.contracts import MNIST, MNIST_PIPELINE
 from clients.errors import RejectedInputError, UsageError
-from clients.inputs import EncodedImage, bytes_tensor, gather_images, preprocess_for_mnist
+from clients.inputs import EncodedImage, bytes_tensor, gather_images, preprocess_all_for_mnist
 from clients.preflight import check_served_model
 from clients.runner import Job, OutputSpec, run_jobs
 from clients.triton import ConnectionSettings, TritonClient
@@ -43,7 +43,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
 
     # Read and check every file before connecting: a bad file costs nothing on the server.
     images = gather_images(args.images)
-    tensors = [preprocess_for_mnist(image) for image in images] if args.raw else None
+    tensors = preprocess_all_for_mnist(images) if args.raw else None
 
     async with TritonClient(settings) as client:
         check = await check_served_model(client, model, contract, args.model_version)
