@@ -488,12 +488,13 @@ class LateForwarder:
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_retries_reach_a_server_that_comes_up_late(triton_server, protocol):
     target = triton_server.grpc_url if protocol == "grpc" else triton_server.http_url
-    with LateForwarder(target, delay_s=2.0) as forwarder:
+    # 4 s: well after the client's first attempt even on a slow start; 7 retries wait up to 15.75 s in all.
+    with LateForwarder(target, delay_s=4.0) as forwarder:
         url = f"127.0.0.1:{forwarder.port}"
         env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
         command = [sys.executable, "-m", "clients", "health", "--protocol", protocol, "--url", url]
         result = subprocess.run(
-            [*command, "--retries", "6", "--model", "mnist"],
+            [*command, "--retries", "7", "--model", "mnist"],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
@@ -501,5 +502,5 @@ def test_retries_reach_a_server_that_comes_up_late(triton_server, protocol):
             env=env,
         )
     assert result.returncode == 0, result.stderr
-    assert f"warning: cannot reach Triton at {url}" in result.stderr and "retry 1 of 6" in result.stderr
+    assert f"warning: cannot reach Triton at {url}" in result.stderr and "retry 1 of 7" in result.stderr
     assert result.stdout.splitlines()[-1] == "health: OK"
