@@ -3,9 +3,9 @@
 `TritonClient` wraps `tritonclient.grpc.aio` / `tritonclient.http.aio` so that the commands are written once:
 the same method names, metadata and config as plain dicts with integer shapes, every failure turned into a
 `clients.errors.ClientError` with a message a person understands, and bounded retries (exponential backoff)
-where a retry is safe: connection errors and gRPC UNAVAILABLE, i.e. the request never reached a model.
-Every call of this API is idempotent (health, metadata, stateless inference), so such a retry cannot run
-something twice with a different effect. Timeouts are not retried: the request may still be running.
+on connection errors and gRPC UNAVAILABLE. Every call of this API is idempotent (health, metadata,
+stateless inference), so a retry is safe even when a dropped connection had delivered the first attempt.
+Timeouts are not retried: the request may still be running, and more load does not help a slow server.
 """
 
 from __future__ import annotations
@@ -278,7 +278,7 @@ class TritonClient:
             lowered = message.lower()
             if "unknown model" in lowered or status == "StatusCode.NOT_FOUND":
                 return ModelUnavailableError(f"{what}: {message} (server {where})")
-            if "is not ready" in lowered or "unavailable" in lowered:
+            if "is not ready" in lowered or "no available versions" in lowered:
                 return ModelUnavailableError(f"{what}: {message} (server {where})")
             if status in ("StatusCode.INVALID_ARGUMENT", "400"):
                 return RejectedInputError(f"{what}: the server rejected the input: {message}")
