@@ -1,0 +1,299 @@
+"""plugins/benchmarks/run_benchmarks.py without a GPU: the --dry-run mode CI runs, argument checks, the case
+list against issue 4, and the evaluation/report code fed by a stand-in for libplugin_bench.so.
+
+With a built libplugin_bench.so (``make test`` builds it into build/trt-<version>; or set
+TPK_BENCH_BUILD_DIR), the dry run also drives every case through the plugins' build-phase calls.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = REPO_ROOT / "plugins" / "benchmarks" / "run_benchmarks.py"
+
+
+def load_module():
+    spec = importlib.util.spec_from_file_location("run_benchmarks", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["run_benchmarks"] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+rb = load_module()
+
+# Runs main(argv) with any import of torch refused, then checks that none happened.
+NO_TORCH_RUNNER = """
+import importlib.abc, sys
+class RefuseTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("the dry run must not import torch")
+        return None
+sys.meta_path.insert(0, RefuseTorch())
+sys.path.insert(0, sys.argv[1])
+import run_benchmarks
+code = run_benchmarks.main(sys.argv[2:])
+assert "torch" not in sys.modules
+sys.exit(code)
+"""
+
+
+def run_dry(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", NO_TORCH_RUNNER, str(SCRIPT.parent), *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
+
+
+def built_library_dirs() -> list[Path]:
+    candidates = [os.environ.get("TPK_BENCH_BUILD_DIR", "")]
+    candidates += [str(p) for p in sorted((REPO_ROOT / "build").glob("trt-*"))]
+    candidates.append(str(REPO_ROOT / "build" / "bench"))
+    return [
+        Path(c)
+        for c in candidates
+        if c and (Path(c) / rb.BENCH_LIBRARY).is_file() and (Path(c) / rb.PLUGIN_LIBRARY).is_file()
+    ]
+
+
+# ------------------------------------------------------------------------------------------- dry run
+def test_dry_run_lists_every_case_without_gpu_or_torch():
+    result = run_dry("--dry-run")
+    assert result.returncode == 0, result.stdout + result.stderr
+    cases = rb.build_cases()
+    assert f"{len(cases)} cases" in result.stdout
+    for case in cases:
+        assert case.id in result.stdout
+    assert "plugin-side validation skipped" in result.stdout
+
+
+def test_dry_run_quick_and_only_filters():
+    result = run_dry("--dry-run", "--quick")
+    assert result.returncode == 0, result.stderr
+    # the INT8 pool's comparison cases come along
+    assert "pool/max/fp16/256x64x112x112" in result.stdout
+    result = run_dry("--dry-run", "--only", "mnist/b1/,fc/fp16")
+    assert result.returncode == 0, result.stderr
+    listed = [line.split()[0] for line in result.stdout.splitlines()[2:] if line.startswith(("mnist", "fc"))]
+    assert listed and all(i.startswith("mnist/b1/") or "fc/fp16" in i for i in listed)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--repetitions", "50"], "--repetitions must be >= 100"),
+        (["--only", "no-such-case"], "no case matches"),
+        (["--spin-us", "-1"], "--spin-us"),
+        (["--max-sets", "1"], "--max-sets"),
+        (["--copy-gib", "100"], "--copy-gib"),
+        (["--build-dir", "/nonexistent/build"], "does not exist"),
+    ],
+)
+def test_dry_run_rejects_bad_arguments(args, message):
+    result = run_dry("--dry-run", *args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+@pytest.mark.skipif(not built_library_dirs(), reason="libplugin_bench.so not built (make plugins)")
+def test_dry_run_drives_every_case_through_the_plugins_build_phase():
+    build = built_library_dirs()[0]
+    result = run_dry("--dry-run", "--build-dir", str(build))
+    assert result.returncode == 0, result.stdout + result.stderr
+    n = len(rb.build_cases())
+    assert f"of {n}/{n} cases ok" in result.stdout
+    assert "6 creators" in result.stdout
+
+
+# ------------------------------------------------------------------------------ the case list itself
+def test_cases_cover_issue_4():
+    cases = rb.build_cases()
+    by_id = {c.id: c for c in cases}
+    assert {c.family for c in cases} == set(rb.FAMILY_ORDER)
+    large = [c for c in cases if c.group == "large"]
+    assert all(c.graph_batch == 0 for c in large)
+    # L2Normalize at [65536, 1024] and rows of 128 and 4096, FP32 and FP16
+    l2 = {(c.dtype, c.inputs[0]) for c in large if c.family == "L2Normalize"}
+    assert l2 == {(d, s) for d in ("fp32", "fp16") for s in ((65536, 1024), (524288, 128), (16384, 4096))}
+    # >= 256 MiB of input for the element-wise and pool ops in both float types
+    for c in large:
+        if c.family in ("PReLU", "LeakyReLU", "Pool") and c.dtype != "int8":
+            assert c.input_bytes >= 256 * 2**20, c.id
+            assert c.inputs[0] == (256, 64, 112, 112)
+    fc = [c for c in large if c.family == "FullyConnected"]
+    assert {(c.dtype, c.inputs[0], c.outputs[0]) for c in fc} == {
+        ("fp32", (4096, 800), (4096, 500)),
+        ("fp16", (4096, 800), (4096, 500)),
+    }
+    assert all(c.flops == 2 * 4096 * 800 * 500 and "F.linear" in c.peers for c in fc)
+    # INT8 pools compare with our FP32 and FP16 pools, which exist
+    for c in cases:
+        if c.dtype == "int8":
+            assert c.versus and all(v in by_id for v in c.versus)
+            assert not c.peers
+    # MNIST serving sizes
+    mnist = [c for c in cases if c.group == "mnist"]
+    assert {c.batch for c in mnist} == set(rb.MNIST_BATCHES) == {1, 64, 1024}
+    assert all(c.graph_batch == 100 for c in mnist)
+    lenet = {(c.id.split("/")[2], c.inputs[0][1:]) for c in mnist if c.batch == 1}
+    assert {("pool1", (20, 24, 24)), ("pool2", (50, 8, 8)), ("fc1", (50, 4, 4)), ("fc2", (500,))} <= lenet
+    assert ("prelu", (500,)) in lenet
+
+
+def test_every_target_of_issue_4_is_checked():
+    cases = rb.build_cases()
+    targets = [(c, t) for c in cases for t in c.targets]
+    thresholds = {(t.metric, t.threshold) for _, t in targets}
+    assert thresholds == {
+        ("pct_copy", 85.0),
+        ("pct_copy", 90.0),
+        ("pct_copy", 95.0),
+        ("pct_copy", 80.0),
+        ("pct_copy", 70.0),
+        ("speedup_vs", 3.0),
+        ("speed_ratio", 0.95),
+        ("median_us", 5.0),
+    }
+    assert sum(t.threshold == 85.0 for _, t in targets) == 6  # L2Normalize: 3 shapes x 2 dtypes
+    assert sum(t.metric == "pct_copy" and t.threshold == 80.0 for _, t in targets) == 4  # pool max/avg x 2
+    for c, t in targets:
+        if t.metric == "speedup_vs":
+            assert c.dtype == "int8" and "/fp32/" in t.versus
+        if t.metric == "median_us":
+            assert c.batch == 1 and c.graph_batch == 100
+    batch1 = [c for c in cases if c.batch == 1]
+    assert batch1 and all(any(t.metric == "median_us" for t in c.targets) for c in batch1)
+    assert {c.plugin for c in batch1} == set(rb.FAMILY_ORDER)  # each plugin at batch 1
+
+
+def test_bytes_moved_and_rotation_rule():
+    by_id = {c.id: c for c in rb.build_cases()}
+    pool = by_id["pool/max/fp16/256x64x112x112"]
+    assert pool.outputs == [(256, 64, 56, 56)]
+    assert pool.bytes_moved == (256 * 64 * 112 * 112 + 256 * 64 * 56 * 56) * 2
+    fc = by_id["fc/fp32/4096x800->500"]
+    assert fc.bytes_moved == (4096 * 800 + 4096 * 500 + 500 * 800 + 500) * 4
+    concat = by_id["concat_copy/fp32/2x32768x1024"]
+    assert concat.outputs == [(65536, 1024), (32768, 1024)]
+    l2 = 50 * 2**20
+    assert rb.rotation_sets(256 * 2**20, l2, 65536) == 2
+    assert rb.rotation_sets(2000, l2, 65536) == 52429
+    assert rb.rotation_sets(2000, l2, 4096) == 4096
+    assert rb.time_boxed(200, 1000.0, 50.0, 0.01) == 100  # never fewer than 100
+    assert rb.time_boxed(200, 1.0, 50.0, 2.0) == 200
+
+
+# ------------------------------------------------------------------ evaluation and reports (no GPU)
+class StandInLibrary:
+    """Stands in for libplugin_bench.so in these tests: its "timings" follow from a fixed bandwidth so that
+    the code after the measurement (derived metrics, targets, reports) can run here. Nothing it returns is
+    a measurement."""
+
+    BYTES_PER_US = 2.5e6  # a made-up 2.5 TB/s
+    loaded = "stand-in"
+
+    def __init__(self, bench_path, plugin_path):
+        self.calls = []
+
+    def device(self):
+        return {
+            "name": "stand-in device",
+            "compute_capability": "9.0",
+            "multiprocessors": 132,
+            "l2_bytes": 50 * 2**20,
+            "memory_bytes": 80 * 2**30,
+            "cuda_driver_api": 13000,
+            "cuda_runtime": 13000,
+        }
+
+    @staticmethod
+    def _stats(us):
+        return {name: None for name in rb.RESULT_FIELDS} | {
+            "median_us": us,
+            "p10_us": us * 0.98,
+            "p90_us": us * 1.03,
+            "min_us": us * 0.97,
+            "max_us": us * 1.2,
+            "mean_us": us,
+            "samples": 200.0,
+        }
+
+    def copy(self, nbytes, repetitions, options):
+        return self._stats(2 * nbytes / (3.0e6))  # a made-up 3.0 TB/s copy
+
+    def run(self, case, repetitions, options):
+        self.calls.append((case.id, repetitions, options))
+        if case.id.startswith("mnist/b1/pool2"):
+            raise rb.BenchError("enqueue returned 700: stand-in failure")
+        us = case.bytes_moved / self.BYTES_PER_US + (3.0 if case.group == "mnist" else 0.0)
+        spec = ";".join(f"{case.dtype}:" + ",".join(map(str, s)) for s in case.outputs)
+        return spec, self._stats(us)
+
+
+def test_measure_flow_with_a_stand_in_library(tmp_path, monkeypatch):
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / rb.BENCH_LIBRARY).write_bytes(b"")
+    (build / rb.PLUGIN_LIBRARY).write_bytes(b"")
+    monkeypatch.setattr(rb, "BenchLibrary", StandInLibrary)
+    out = tmp_path / "out"
+    code = rb.main(["--no-torch", "--no-chart", "--build-dir", str(build), "--out", str(out), "--quick"])
+    assert code == 0  # --quick holds no case the stand-in fails
+    report = json.loads((out / "benchmark.json").read_text())
+    assert report["roofline"]["source"] == "cudaMemcpyAsync"
+    assert math.isclose(report["roofline"]["copy_gb_per_s"], 3000.0, rel_tol=1e-6)
+    ids = [c["id"] for c in report["cases"]]
+    assert ids == [c.id for c in rb.select_cases(rb.build_cases(), True, [])]
+    l2 = next(c for c in report["cases"] if c["id"] == "l2normalize/fp32/65536x1024")
+    assert math.isclose(l2["plugin_result"]["pct_copy"], 2500.0 / 3000.0 * 100.0, rel_tol=1e-6)
+    assert l2["peers"][0]["error"] == "--no-torch"
+    statuses = {(t["case"], t["metric"]): t for t in report["targets"]}
+    assert statuses[("l2normalize/fp32/65536x1024", "pct_copy")]["status"] == "FAIL"  # 83.3% < 85%
+    assert statuses[("prelu/fp16/256x64x112x112", "pct_copy")]["status"] == "FAIL"  # 83.3% < 90%
+    assert statuses[("fc/fp32/4096x800->500", "speed_ratio")]["status"] == "NOT MEASURED"  # no torch
+    # INT8 moves a quarter of FP32's bytes: 4x faster in this stand-in
+    int8 = statuses[("pool/max/int8/256x64x112x112", "speedup_vs")]
+    assert int8["status"] == "PASS" and math.isclose(int8["value"], 4.0, rel_tol=1e-6)
+    assert statuses[("mnist/b1/prelu/fp32/1x500", "median_us")]["status"] == "PASS"
+    md = (out / "benchmark.md").read_text()
+    assert "## Targets:" in md and "| **plugin** |" in md and "our FP32 Pool" in md
+    assert report["summary"]["targets"]["PASS"] >= 3
+
+
+def test_measure_records_a_failing_case_and_goes_on(tmp_path, monkeypatch):
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / rb.BENCH_LIBRARY).write_bytes(b"")
+    (build / rb.PLUGIN_LIBRARY).write_bytes(b"")
+    monkeypatch.setattr(rb, "BenchLibrary", StandInLibrary)
+    out = tmp_path / "out"
+    code = rb.main(["--no-torch", "--build-dir", str(build), "--out", str(out), "--only", "mnist/b1/"])
+    assert code == 1
+    report = json.loads((out / "benchmark.json").read_text())
+    failed = [c for c in report["cases"] if c["error"]]
+    assert failed and all(c["id"].startswith("mnist/b1/pool2") for c in failed)
+    assert all(c["plugin_result"] for c in report["cases"] if not c["error"])
+    assert {t["status"] for t in report["targets"] if t["case"].startswith("mnist/b1/pool2")} == {
+        "NOT MEASURED"
+    }
+    assert report["summary"]["errors"] == len(failed)
+    md = (out / "benchmark.md").read_text()
+    assert "stand-in failure" in md
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return
+    assert (out / "benchmark.png").stat().st_size > 10_000
