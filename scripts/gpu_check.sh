@@ -16,12 +16,16 @@ summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$LOGS/device.txt"
-for v in $(ls "$HEADERS"); do
+versions=$(ls "$HEADERS")
+newest=$(echo "$versions" | tail -1)
+for v in $versions; do
+  # The > 2^31-element case takes minutes of host-side reference work: run it once, with the newest headers.
+  limit=""; [ "$v" != "$newest" ] && limit="--max-elements 2147483647"
   build=build/gpu-$v
   cmake -S plugins -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORRT_INCLUDE_DIR="$PWD/$HEADERS/$v/include" >>"$LOGS/cmake.log" 2>&1 \
-    && cmake --build "$build" -j "$(nproc)" >>"$LOGS/cmake.log" 2>&1 || { note "build $v: FAILED"; tail -30 "$LOGS/cmake.log"; status=1; continue; }
+    && cmake --build "$build" -j "$(nproc)" --target plugin_harness >>"$LOGS/cmake.log" 2>&1 || { note "build $v: FAILED"; tail -30 "$LOGS/cmake.log"; status=1; continue; }
   dump=build/gpu-dump-$v; rm -rf "$dump" && mkdir -p "$dump"
-  "$build/plugin_harness" --library "$build/libtrt_plugin_kit.so" --dump "$dump" >"$LOGS/harness-$v.log" 2>&1 || status=1
+  "$build/plugin_harness" --library "$build/libtrt_plugin_kit.so" --dump "$dump" $limit >"$LOGS/harness-$v.log" 2>&1 || status=1
   grep -v '^PASS' "$LOGS/harness-$v.log"; note "harness TensorRT $v headers: $(tail -1 "$LOGS/harness-$v.log")"
   PYTHONPATH=. python3 -m trt_plugin_kit.harness_dumps "$dump" >"$LOGS/numpy-$v.txt" 2>&1 || status=1
   grep -v "^PASS" "$LOGS/numpy-$v.txt"; note "numpy cross-check TensorRT $v: $(tail -1 "$LOGS/numpy-$v.txt")"; cat "$LOGS/numpy-$v.txt" >> "$LOGS/numpy.log"; rm "$LOGS/numpy-$v.txt"
@@ -31,7 +35,7 @@ for tool in memcheck racecheck; do
   extra=""; [ "$tool" = memcheck ] && extra="--leak-check full"
   compute-sanitizer --tool $tool $extra --error-exitcode 99 "$last/plugin_harness" --library "$last/libtrt_plugin_kit.so" \
     --max-elements "$SANITIZER_MAX_ELEMENTS" >"$LOGS/sanitizer-$tool.log" 2>&1 || status=1
-  note "compute-sanitizer $tool (cases <= $SANITIZER_MAX_ELEMENTS input elements): $(grep -E 'ERROR SUMMARY|harness:' "$LOGS/sanitizer-$tool.log" | tr '\n' ' ')"
+  note "compute-sanitizer $tool (cases <= $SANITIZER_MAX_ELEMENTS input elements): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|harness:' "$LOGS/sanitizer-$tool.log" | tr '\n' ' ')"
 done
 printf '%s\n' "${summary[@]}" | tee "$LOGS/summary.txt"
 exit $status
