@@ -483,6 +483,11 @@ def main(argv: list[str] | None = None) -> int:
                 target = stack.enter_context(start_server(args.server_variant, out_dir / "server.log"))
             else:
                 target = Target(args.host, args.http_port, args.grpc_port)
+            print(
+                f"waiting up to {args.wait_for_server:g}s for Triton at HTTP {target.http_url} / gRPC "
+                f"{target.grpc_url} (models: {', '.join(models)})",
+                file=sys.stderr,
+            )
             version = wait_for_server(target, models, args.wait_for_server)
             plans = [
                 RunPlan(
