@@ -87,6 +87,33 @@ size_t PluginBase::getWorkspaceSize(DynamicPluginTensorDesc const* inputs, int32
     });
 }
 
+int32_t PluginBase::getNbTactics() noexcept
+{
+    return guarded<int32_t>(mName, "getNbTactics", 0, [&] { return nbTactics(); });
+}
+
+int32_t PluginBase::getValidTactics(int32_t* tactics, int32_t nbTactics_) noexcept
+{
+    return guarded<int32_t>(mName, "getValidTactics", -1, [&] {
+        check(nbTactics_ == nbTactics() && (nbTactics_ == 0 || tactics != nullptr), "asked for ", nbTactics_,
+              " tactics, the plugin has ", nbTactics());
+        for (int32_t i = 0; i < nbTactics_; ++i)
+        {
+            tactics[i] = i + 1;
+        }
+        return 0;
+    });
+}
+
+int32_t PluginBase::setTactic(int32_t tactic) noexcept
+{
+    return guarded<int32_t>(mName, "setTactic", -1, [&] {
+        check(tactic >= 0 && tactic <= nbTactics(), "tactic ", tactic, " is not one of 0..", nbTactics());
+        selectTactic(tactic);
+        return 0;
+    });
+}
+
 int32_t PluginBase::onShapeChange(PluginTensorDesc const* in, int32_t nbInputs_, PluginTensorDesc const* out,
                                   int32_t nbOutputs_) noexcept
 {

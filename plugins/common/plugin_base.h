@@ -72,8 +72,11 @@ public:
                             nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
                             nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+    int32_t getNbTactics() noexcept override;
+    int32_t getValidTactics(int32_t* tactics, int32_t nbTactics) noexcept override;
 
     // IPluginV3OneRuntime
+    int32_t setTactic(int32_t tactic) noexcept override;
     int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
                           int32_t nbOutputs) noexcept override;
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
@@ -110,6 +113,10 @@ protected:
     //! in the plugin's destructor.
     virtual void attach(nvinfer1::IPluginResourceContext* context);
     virtual void serialize(FieldWriter& writer) const = 0;
+    //! Tactics TensorRT times at build time (ids 1..nbTactics()); it then calls setTactic with the fastest,
+    //! at build time and again on the deserialized plugin. 0 means "the plugin's default".
+    virtual int32_t nbTactics() const { return 0; }
+    virtual void selectTactic(int32_t tactic) { check(tactic == 0, "unknown tactic ", tactic); }
 
     char const* name() const { return mName; }
 

@@ -4,6 +4,8 @@
 
 #include <cuda_fp16.h>
 
+#include <algorithm>
+
 namespace trt_plugin_kit
 {
 using namespace nvinfer1;
@@ -38,7 +40,7 @@ void CublasLtHandle::release() noexcept
 }
 
 void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_t k, int64_t m, void const* bias,
-                       size_t workspaceBytes)
+                       size_t workspaceBytes, int32_t rank)
 {
     release();
     cudaDataType_t const dataType = cudaType(type);
@@ -62,19 +64,20 @@ void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_
 
     cublasLtMatmulPreference_t preference = nullptr;
     checkCublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[FullyConnectedPlugin::kTactics]{};
     int found = 0;
     cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
         preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes, sizeof(workspaceBytes));
     if (status == CUBLAS_STATUS_SUCCESS)
     {
         status = cublasLtMatmulAlgoGetHeuristic(handle, mDesc, mWeightsLayout, mInputLayout, mOutputLayout,
-                                                mOutputLayout, preference, 1, &result, &found);
+                                                mOutputLayout, preference, FullyConnectedPlugin::kTactics, results,
+                                                &found);
     }
     cublasLtMatmulPreferenceDestroy(preference);
     checkCublas(status, "cublasLtMatmulAlgoGetHeuristic");
     check(found > 0, "cuBLASLt has no algorithm for N=", n, " K=", k, " M=", m);
-    mAlgo = result.algo;
+    mAlgo = results[std::min(rank, found - 1)].algo;
 }
 
 void MatmulPlan::release() noexcept
@@ -203,6 +206,15 @@ void FullyConnectedPlugin::uploadParameters(DataType type)
     mPlannedN = -1;  // The bias pointer's element type changed: rebuild the plan.
 }
 
+void FullyConnectedPlugin::buildPlan(int64_t n)
+{
+    size_t const elementBytes = elementSize(mUploadedType);
+    void const* bias =
+        mBias.empty() ? nullptr : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
+    mPlan.build(mHandle.get(), mUploadedType, n, mK, mNumOutputs, bias, kWorkspaceBytes, mTactic > 0 ? mTactic - 1 : 0);
+    mPlannedN = n;
+}
+
 void FullyConnectedPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc const* out)
 {
     checkInputDims(in[0].dims);
@@ -219,12 +231,7 @@ void FullyConnectedPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensor
     }
     if (n != mPlannedN && n > 0)
     {
-        size_t const elementBytes = elementSize(type);
-        void const* bias = mBias.empty()
-            ? nullptr
-            : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
-        mPlan.build(mHandle.get(), type, n, mK, mNumOutputs, bias, kWorkspaceBytes);
-        mPlannedN = n;
+        buildPlan(n);
     }
 }
 
@@ -243,6 +250,26 @@ int32_t FullyConnectedPlugin::enqueueImpl(PluginTensorDesc const* inputDesc, Plu
     cublasStatus_t const status =
         mPlan.run(mHandle.get(), mDeviceWeights.data(), inputs[0], outputs[0], workspace, kWorkspaceBytes, stream);
     return status == CUBLAS_STATUS_SUCCESS ? 0 : static_cast<int32_t>(cudaErrorLaunchFailure);
+}
+
+void FullyConnectedPlugin::selectTactic(int32_t tactic)
+{
+    if (tactic == mTactic)
+    {
+        return;
+    }
+    mTactic = tactic;
+    // TensorRT may call setTactic after onShapeChange: rebuild the plan now, so enqueue never has to.
+    if (mPlan.ready() && mPlannedN > 0)
+    {
+        int64_t const n = mPlannedN;
+        mPlannedN = -1;
+        buildPlan(n);
+    }
+    else
+    {
+        mPlannedN = -1;
+    }
 }
 
 void FullyConnectedPlugin::serialize(FieldWriter& writer) const

@@ -38,8 +38,9 @@ public:
     MatmulPlan(MatmulPlan const& /*other*/) {}
     MatmulPlan& operator=(MatmulPlan const&) = delete;
     ~MatmulPlan() { release(); }
+    //! Picks the `rank`-th (0-based) of cuBLASLt's heuristic candidates, the last one if there are fewer.
     void build(cublasLtHandle_t handle, nvinfer1::DataType type, int64_t n, int64_t k, int64_t m, void const* bias,
-               size_t workspaceBytes);
+               size_t workspaceBytes, int32_t rank);
     void release() noexcept;
     cublasStatus_t run(cublasLtHandle_t handle, void const* weights, void const* x, void* y, void* workspace,
                        size_t workspaceBytes, cudaStream_t stream) const;
@@ -59,6 +60,9 @@ public:
     static constexpr char const* kName = "FullyConnected";
     //! cuBLASLt workspace requested from TensorRT (the size NVIDIA recommends for Hopper).
     static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+    //! Tactic t (1..kTactics) = cuBLASLt's t-th heuristic candidate for the shape; TensorRT times them at build
+    //! time. cuBLASLt's first choice is not always its fastest (FP32 N=4096 K=800 M=500 on an H100).
+    static constexpr int32_t kTactics = 8;
 
     FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias, int32_t numOutputs);
 
@@ -79,11 +83,14 @@ protected:
                         void const* const* inputs, void* const* outputs, void* workspace,
                         cudaStream_t stream) override;
     void serialize(FieldWriter& writer) const override;
+    int32_t nbTactics() const override { return kTactics; }
+    void selectTactic(int32_t tactic) override;
 
 private:
     void checkInputDims(nvinfer1::Dims const& dims) const;
     void createResources();
     void uploadParameters(nvinfer1::DataType type);
+    void buildPlan(int64_t n);
 
     std::vector<float> mWeights;  // [M, K] row-major
     std::vector<float> mBias;     // empty or [M]
@@ -97,6 +104,7 @@ private:
     nvinfer1::DataType mUploadedType{nvinfer1::DataType::kFLOAT};
     MatmulPlan mPlan;
     int64_t mPlannedN{-1};
+    int32_t mTactic{0};  // 0: cuBLASLt's first heuristic choice
 };
 
 class FullyConnectedCreator final : public CreatorBase

@@ -417,6 +417,38 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
             if (!(err <= c.tolerance)) failStep("output ", o, " error ", err, " > ", c.tolerance, " at ", where);
         }
 
+        // ---- tactics: what TensorRT times at build time. Each one must be correct too; setTactic comes after
+        // onShapeChange here (TensorRT does not promise an order), so the plugin must be ready without another.
+        int32_t const nbTactics = attachedCaps.build->getNbTactics();
+        if (nbTactics > 0)
+        {
+            std::vector<int32_t> tactics(static_cast<size_t>(nbTactics));
+            if (attachedCaps.build->getValidTactics(tactics.data(), nbTactics) != 0)
+                failStep("getValidTactics failed: ", errorsLogged(logger));
+            for (int32_t tactic : tactics)
+            {
+                if (attachedCaps.runtime->setTactic(tactic) != 0)
+                    failStep("setTactic(", tactic, ") failed: ", errorsLogged(logger));
+                poison();
+                if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(), outPtrs.data(),
+                                                  workspace.ptr, stream.stream) != 0)
+                    failStep("enqueue with tactic ", tactic, " failed: ", errorsLogged(logger));
+                cudaOk(cudaStreamSynchronize(stream.stream), "kernel execution (tactic)");
+                std::vector<HostTensor> tactical;
+                for (auto const& spec : c.outputs) tactical.emplace_back(spec.type, spec.dims);
+                download(tactical);
+                for (int32_t o = 0; o < nbOut; ++o)
+                {
+                    std::string where;
+                    double const err = compare(tactical[o], references[o], where);
+                    if (!(err <= c.tolerance))
+                        failStep("tactic ", tactic, ": output ", o, " error ", err, " > ", c.tolerance, " at ", where);
+                }
+            }
+            if (attachedCaps.runtime->setTactic(0) != 0) failStep("setTactic(0) failed");
+            detail << "; " << nbTactics << " tactics correct";
+        }
+
         // ---- the same enqueue captured in a CUDA graph (global capture mode: any forbidden call such as a
         // synchronization or an allocation inside enqueue breaks the capture) and replayed
         poison();
