@@ -672,6 +672,39 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     cudaOk(cudaStreamSynchronize(stream.stream), "first enqueue");
     for (int32_t o = 0; o < nbOut; ++o) checkWritten(p.outputs[o], outPtrs[o], o);
 
+    // ---- tactics, chosen as TensorRT's builder does: time each one, keep the fastest
+    IPluginV3OneBuild* build = capabilitiesOf(attached.get()).build;
+    int32_t const nbTactics = build->getNbTactics();
+    if (nbTactics > 0)
+    {
+        std::vector<int32_t> tactics(static_cast<size_t>(nbTactics));
+        if (build->getValidTactics(tactics.data(), nbTactics) != 0) fail("getValidTactics failed: ", errorsLogged());
+        double bestUs = INFINITY;
+        int32_t best = 0;
+        std::string timings;
+        for (int32_t tactic : tactics)
+        {
+            if (runtime->setTactic(tactic) != 0) fail("setTactic(", tactic, ") failed: ", errorsLogged());
+            for (int64_t r = 0; r < 3; ++r) enqueue(r % sets);
+            constexpr int64_t kTacticReps = 20;
+            Events timing(1);
+            cudaOk(cudaEventRecord(timing.start[0], stream.stream), "record");
+            for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
+            cudaOk(cudaEventRecord(timing.stop[0], stream.stream), "record");
+            cudaOk(cudaStreamSynchronize(stream.stream), "tactic timing");
+            double const us = timing.us(0) / static_cast<double>(kTacticReps);
+            timings += " " + std::to_string(tactic) + ":" + std::to_string(us).substr(0, 7);
+            if (us < bestUs)
+            {
+                bestUs = us;
+                best = tactic;
+            }
+        }
+        if (runtime->setTactic(best) != 0) fail("setTactic(", best, ") failed: ", errorsLogged());
+        std::printf("  %s: tactics (us per enqueue)%s -> tactic %d\n", pluginName.c_str(), timings.c_str(), best);
+        std::fflush(stdout);
+    }
+
     uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
     std::vector<double> samples;
     if (graphBatch == 0)

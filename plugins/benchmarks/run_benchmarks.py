@@ -1170,9 +1170,6 @@ def time_peer(runner: TorchRunner, case: Case, name: str, repetitions: int, copy
 
 def measure(args) -> int:
     started = time.monotonic()
-    torch, torch_missing = import_torch(args)  # before the plugin library: one cuBLAS(Lt) in the process
-    if torch_missing:
-        print(f"note: PyTorch peers and GEMM skipped ({torch_missing})")
     bench, plugin = find_libraries(args)
     for path in (bench, plugin):
         if not path.is_file():
@@ -1184,6 +1181,12 @@ def measure(args) -> int:
         print(f"error: loading {bench} and {plugin} failed: {error}")
         return 2
     print(f"loaded {plugin}: {lib.loaded}")
+    # PyTorch only after our libraries: torch's wheel ships its own libcudart.so.13; loaded first, it made the
+    # plugin library bind to that copy and crash in its first runtime call (seen on the H100 with torch
+    # 2.11+cu130). Loaded second, torch reuses the CUDA runtime already in the process.
+    torch, torch_missing = import_torch(args)
+    if torch_missing:
+        print(f"note: PyTorch peers and GEMM skipped ({torch_missing})")
     try:
         meta = device_meta(lib, torch)
     except BenchError as error:
