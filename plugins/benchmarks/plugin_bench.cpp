@@ -687,12 +687,34 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
             if (runtime->setTactic(tactic) != 0) fail("setTactic(", tactic, ") failed: ", errorsLogged());
             for (int64_t r = 0; r < 3; ++r) enqueue(r % sets);
             constexpr int64_t kTacticReps = 20;
-            Events timing(1);
-            cudaOk(cudaEventRecord(timing.start[0], stream.stream), "record");
-            for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
-            cudaOk(cudaEventRecord(timing.stop[0], stream.stream), "record");
-            cudaOk(cudaStreamSynchronize(stream.stream), "tactic timing");
-            double const us = timing.us(0) / static_cast<double>(kTacticReps);
+            // Timed the way the case is measured: small enqueues inside a CUDA graph, so that launch overhead
+            // does not pick the tactic (eager timing chose a slower one for FC at batch 1).
+            cudaGraphExec_t exec = nullptr;
+            if (graphBatch > 0)
+            {
+                cudaGraph_t graph = nullptr;
+                cudaOk(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "begin capture");
+                for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
+                cudaOk(cudaStreamEndCapture(stream.stream, &graph), "end capture");
+                cudaError_t const made = cudaGraphInstantiate(&exec, graph, 0);
+                cudaGraphDestroy(graph);
+                cudaOk(made, "cudaGraphInstantiate");
+                cudaOk(cudaGraphLaunch(exec, stream.stream), "graph launch");
+            }
+            double us = INFINITY;
+            for (int trial = 0; trial < 3; ++trial)  // best of three
+            {
+                Events timing(1);
+                cudaOk(cudaEventRecord(timing.start[0], stream.stream), "record");
+                if (exec != nullptr)
+                    cudaOk(cudaGraphLaunch(exec, stream.stream), "graph launch");
+                else
+                    for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
+                cudaOk(cudaEventRecord(timing.stop[0], stream.stream), "record");
+                cudaOk(cudaStreamSynchronize(stream.stream), "tactic timing");
+                us = std::min(us, timing.us(0) / static_cast<double>(kTacticReps));
+            }
+            if (exec != nullptr) cudaGraphExecDestroy(exec);
             timings += " " + std::to_string(tactic) + ":" + std::to_string(us).substr(0, 7);
             if (us < bestUs)
             {

@@ -40,7 +40,7 @@ void CublasLtHandle::release() noexcept
 }
 
 void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_t k, int64_t m, void const* bias,
-                       size_t workspaceBytes, int32_t rank)
+                       size_t workspaceLimit, int32_t rank)
 {
     release();
     cudaDataType_t const dataType = cudaType(type);
@@ -64,14 +64,14 @@ void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_
 
     cublasLtMatmulPreference_t preference = nullptr;
     checkCublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
-    cublasLtMatmulHeuristicResult_t results[FullyConnectedPlugin::kTactics]{};
+    cublasLtMatmulHeuristicResult_t results[FullyConnectedPlugin::kCandidatesPerLimit]{};
     int found = 0;
     cublasStatus_t status = cublasLtMatmulPreferenceSetAttribute(
-        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceBytes, sizeof(workspaceBytes));
+        preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspaceLimit, sizeof(workspaceLimit));
     if (status == CUBLAS_STATUS_SUCCESS)
     {
         status = cublasLtMatmulAlgoGetHeuristic(handle, mDesc, mWeightsLayout, mInputLayout, mOutputLayout,
-                                                mOutputLayout, preference, FullyConnectedPlugin::kTactics, results,
+                                                mOutputLayout, preference, FullyConnectedPlugin::kCandidatesPerLimit, results,
                                                 &found);
     }
     cublasLtMatmulPreferenceDestroy(preference);
@@ -211,7 +211,9 @@ void FullyConnectedPlugin::buildPlan(int64_t n)
     size_t const elementBytes = elementSize(mUploadedType);
     void const* bias =
         mBias.empty() ? nullptr : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
-    mPlan.build(mHandle.get(), mUploadedType, n, mK, mNumOutputs, bias, kWorkspaceBytes, mTactic > 0 ? mTactic - 1 : 0);
+    int32_t const index = mTactic > 0 ? mTactic - 1 : 0;
+    mPlan.build(mHandle.get(), mUploadedType, n, mK, mNumOutputs, bias, kWorkspaceLimits[index / kCandidatesPerLimit],
+                index % kCandidatesPerLimit);
     mPlannedN = n;
 }
 

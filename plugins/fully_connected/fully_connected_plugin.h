@@ -38,9 +38,10 @@ public:
     MatmulPlan(MatmulPlan const& /*other*/) {}
     MatmulPlan& operator=(MatmulPlan const&) = delete;
     ~MatmulPlan() { release(); }
-    //! Picks the `rank`-th (0-based) of cuBLASLt's heuristic candidates, the last one if there are fewer.
+    //! Picks the `rank`-th (0-based) of cuBLASLt's heuristic candidates for a workspace of at most
+    //! `workspaceLimit` bytes, the last one if there are fewer.
     void build(cublasLtHandle_t handle, nvinfer1::DataType type, int64_t n, int64_t k, int64_t m, void const* bias,
-               size_t workspaceBytes, int32_t rank);
+               size_t workspaceLimit, int32_t rank);
     void release() noexcept;
     cublasStatus_t run(cublasLtHandle_t handle, void const* weights, void const* x, void* y, void* workspace,
                        size_t workspaceBytes, cudaStream_t stream) const;
@@ -60,9 +61,12 @@ public:
     static constexpr char const* kName = "FullyConnected";
     //! cuBLASLt workspace requested from TensorRT (the size NVIDIA recommends for Hopper).
     static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
-    //! Tactic t (1..kTactics) = cuBLASLt's t-th heuristic candidate for the shape; TensorRT times them at build
-    //! time. cuBLASLt's first choice is not always its fastest (FP32 N=4096 K=800 M=500 on an H100).
-    static constexpr int32_t kTactics = 8;
+    //! Tactics: cuBLASLt's heuristic candidates for the shape, asked with several workspace limits (the limit
+    //! changes which kernels it proposes, e.g. split-K or not); TensorRT times them at build time. cuBLASLt's first
+    //! choice at the full workspace is not always its fastest (FP32 N=4096 K=800 M=500 on an H100).
+    static constexpr int32_t kCandidatesPerLimit = 4;
+    static constexpr size_t kWorkspaceLimits[] = {kWorkspaceBytes, size_t{4} << 20, size_t{1} << 20, 0};
+    static constexpr int32_t kTactics = kCandidatesPerLimit * 4;
 
     FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias, int32_t numOutputs);
 
