@@ -1,5 +1,10 @@
 // The library's entry points: every creator, registered when the library is loaded, and the two symbols
 // TensorRT's IPluginRegistry::loadLibrary (and trtexec --dynamicPlugins, Python load_library) looks for.
+#include <NvInferRuntime.h>
+
+#include <array>
+#include <atomic>
+
 #include "common/logging.h"
 #include "common/plugin_base.h"
 #include "concat_copy/concat_copy_plugin.h"
@@ -8,11 +13,6 @@
 #include "leaky_relu/leaky_relu_plugin.h"
 #include "pool/pool_plugin.h"
 #include "prelu/prelu_plugin.h"
-
-#include <NvInferRuntime.h>
-
-#include <array>
-#include <atomic>
 
 // getPluginRegistry lives in libnvinfer. It is referenced weakly so that the library loads in processes
 // without TensorRT (our conformance harness provides its own registry under that name).
@@ -30,8 +30,8 @@ PoolCreator gPoolCreator;
 ConcatCopyCreator gConcatCopyCreator;
 
 std::array<nvinfer1::IPluginCreatorInterface*, 6> const gCreators{
-    &gL2NormalizeCreator, &gPReluCreator, &gLeakyReluCreator, &gFullyConnectedCreator, &gPoolCreator,
-    &gConcatCopyCreator};
+    &gL2NormalizeCreator,    &gPReluCreator, &gLeakyReluCreator,
+    &gFullyConnectedCreator, &gPoolCreator,  &gConcatCopyCreator};
 
 std::atomic<bool> gStaticallyRegistered{false};
 
@@ -78,7 +78,8 @@ extern "C"
     // Called by IPluginRegistry::loadLibrary, which then registers every creator itself. If the static
     // initializer already registered them (TensorRT was in the process when the library was loaded), they are
     // deregistered first, so that loadLibrary does not fail on duplicates and owns them with the library.
-    __attribute__((visibility("default"))) nvinfer1::IPluginCreatorInterface* const* getCreators(int32_t& nbCreators)
+    __attribute__((visibility("default"))) nvinfer1::IPluginCreatorInterface* const* getCreators(
+        int32_t& nbCreators)
     {
         using namespace trt_plugin_kit;
         if (gStaticallyRegistered.exchange(false))

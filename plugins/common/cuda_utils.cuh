@@ -9,8 +9,14 @@
 namespace trt_plugin_kit
 {
 
-__device__ __forceinline__ float toFloat(float v) { return v; }
-__device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
+__device__ __forceinline__ float toFloat(float v)
+{
+    return v;
+}
+__device__ __forceinline__ float toFloat(__half v)
+{
+    return __half2float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T fromFloat(float v);
@@ -48,8 +54,14 @@ __device__ __forceinline__ void storeVec(T* p, Vec16<T> const& value)
     __stcs(reinterpret_cast<uint4*>(p), *reinterpret_cast<uint4 const*>(&value));
 }
 
-inline bool isAligned16(void const* p) { return (reinterpret_cast<uintptr_t>(p) & 15U) == 0; }
+inline bool isAligned16(void const* p)
+{
+    return (reinterpret_cast<uintptr_t>(p) & 15U) == 0;
+}
 
-inline unsigned ceilDiv(int64_t a, int64_t b) { return static_cast<unsigned>((a + b - 1) / b); }
+inline unsigned ceilDiv(int64_t a, int64_t b)
+{
+    return static_cast<unsigned>((a + b - 1) / b);
+}
 
 }  // namespace trt_plugin_kit

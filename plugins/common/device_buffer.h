@@ -3,12 +3,12 @@
 // destructor frees it. That keeps every allocation paired with exactly one free.
 #pragma once
 
-#include "checks.h"
-
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 #include <utility>
+
+#include "checks.h"
 
 namespace trt_plugin_kit
 {

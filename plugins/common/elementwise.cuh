@@ -16,7 +16,8 @@ __global__ void __launch_bounds__(kElementwiseBlock)
 {
     constexpr int kVec = Vec16<T>::kSize;
     Index const vecCount = count / kVec;
-    Index const firstVec = static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kElementwiseUnroll) + threadIdx.x;
+    Index const firstVec =
+        static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kElementwiseUnroll) + threadIdx.x;
     Vec16<T> values[kElementwiseUnroll];
 #pragma unroll
     for (int u = 0; u < kElementwiseUnroll; ++u)
@@ -76,7 +77,8 @@ cudaError_t launchElementwise(T const* x, T* y, int64_t count, Op op, cudaStream
         constexpr int kVec = Vec16<T>::kSize;
         int64_t const perBlock = int64_t{kElementwiseBlock} * kElementwiseUnroll * kVec;
         unsigned const grid = std::max(1U, ceilDiv(count, perBlock));
-        elementwiseKernel<T, Index, Op><<<grid, kElementwiseBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
+        elementwiseKernel<T, Index, Op>
+            <<<grid, kElementwiseBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
     }
     else
     {

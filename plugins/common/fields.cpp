@@ -1,11 +1,11 @@
 #include "fields.h"
 
-#include "checks.h"
-#include "logging.h"
-
 #include <cmath>
 #include <cstring>
 #include <limits>
+
+#include "checks.h"
+#include "logging.h"
 
 namespace trt_plugin_kit
 {
@@ -16,20 +16,34 @@ char const* fieldTypeName(PluginFieldType type)
 {
     switch (type)
     {
-    case PluginFieldType::kFLOAT16: return "float16";
-    case PluginFieldType::kFLOAT32: return "float32";
-    case PluginFieldType::kFLOAT64: return "float64";
-    case PluginFieldType::kINT8: return "int8";
-    case PluginFieldType::kINT16: return "int16";
-    case PluginFieldType::kINT32: return "int32";
-    case PluginFieldType::kCHAR: return "char";
-    case PluginFieldType::kDIMS: return "dims";
-    case PluginFieldType::kUNKNOWN: return "unknown";
-    case PluginFieldType::kBF16: return "bfloat16";
-    case PluginFieldType::kINT64: return "int64";
-    case PluginFieldType::kFP8: return "fp8";
-    case PluginFieldType::kINT4: return "int4";
-    case PluginFieldType::kFP4: return "fp4";
+        case PluginFieldType::kFLOAT16:
+            return "float16";
+        case PluginFieldType::kFLOAT32:
+            return "float32";
+        case PluginFieldType::kFLOAT64:
+            return "float64";
+        case PluginFieldType::kINT8:
+            return "int8";
+        case PluginFieldType::kINT16:
+            return "int16";
+        case PluginFieldType::kINT32:
+            return "int32";
+        case PluginFieldType::kCHAR:
+            return "char";
+        case PluginFieldType::kDIMS:
+            return "dims";
+        case PluginFieldType::kUNKNOWN:
+            return "unknown";
+        case PluginFieldType::kBF16:
+            return "bfloat16";
+        case PluginFieldType::kINT64:
+            return "int64";
+        case PluginFieldType::kFP8:
+            return "fp8";
+        case PluginFieldType::kINT4:
+            return "int4";
+        case PluginFieldType::kFP4:
+            return "fp4";
     }
     return "invalid";
 }
@@ -48,7 +62,8 @@ float halfToFloat(uint16_t h)
     }
     else if (exponent == 31)
     {
-        value = mantissa == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
+        value =
+            mantissa == 0 ? std::numeric_limits<float>::infinity() : std::numeric_limits<float>::quiet_NaN();
     }
     else
     {
@@ -87,70 +102,81 @@ FieldReader::FieldReader(char const* pluginName, nvinfer1::PluginFieldCollection
         }
         check(f.length >= 0 && f.length <= kMaxFieldElements, "field '", name, "' has invalid length ",
               f.length);
-        check(f.length == 0 || f.data != nullptr, "field '", name, "' has length ", f.length,
-              " but no data");
+        check(f.length == 0 || f.data != nullptr, "field '", name, "' has length ", f.length, " but no data");
         mFields.emplace(name, f);
     }
 }
 
-PluginField const& FieldReader::field(std::string const& name) const { return mFields.at(name); }
+PluginField const& FieldReader::field(std::string const& name) const
+{
+    return mFields.at(name);
+}
 
 std::vector<double> FieldReader::numbers(std::string const& name, bool wantInteger) const
 {
     PluginField const& f = field(name);
     std::vector<double> out(static_cast<size_t>(f.length));
-    auto copyAs = [&](auto const* data) {
+    auto copyAs = [&](auto const* data)
+    {
         for (int32_t i = 0; i < f.length; ++i)
         {
             out[i] = static_cast<double>(data[i]);
         }
     };
     bool const isIntegerType = f.type == PluginFieldType::kINT8 || f.type == PluginFieldType::kINT16 ||
-        f.type == PluginFieldType::kINT32 || f.type == PluginFieldType::kINT64;
+                               f.type == PluginFieldType::kINT32 || f.type == PluginFieldType::kINT64;
     // Strict typing both ways: an integer array handed to a float field is as much a mistake as the reverse.
     check(wantInteger || !isIntegerType, "field '", name, "' must be a float type (float32), got ",
           fieldTypeName(f.type));
     switch (f.type)
     {
-    case PluginFieldType::kINT8: copyAs(static_cast<int8_t const*>(f.data)); break;
-    case PluginFieldType::kINT16: copyAs(static_cast<int16_t const*>(f.data)); break;
-    case PluginFieldType::kINT32: copyAs(static_cast<int32_t const*>(f.data)); break;
-    case PluginFieldType::kINT64: copyAs(static_cast<int64_t const*>(f.data)); break;
-    case PluginFieldType::kFLOAT32:
-        check(!wantInteger, "field '", name, "' must be an integer, got float32");
-        copyAs(static_cast<float const*>(f.data));
-        break;
-    case PluginFieldType::kFLOAT64:
-        check(!wantInteger, "field '", name, "' must be an integer, got float64");
-        copyAs(static_cast<double const*>(f.data));
-        break;
-    case PluginFieldType::kFLOAT16:
-    {
-        check(!wantInteger, "field '", name, "' must be an integer, got float16");
-        auto const* data = static_cast<uint16_t const*>(f.data);
-        for (int32_t i = 0; i < f.length; ++i)
+        case PluginFieldType::kINT8:
+            copyAs(static_cast<int8_t const*>(f.data));
+            break;
+        case PluginFieldType::kINT16:
+            copyAs(static_cast<int16_t const*>(f.data));
+            break;
+        case PluginFieldType::kINT32:
+            copyAs(static_cast<int32_t const*>(f.data));
+            break;
+        case PluginFieldType::kINT64:
+            copyAs(static_cast<int64_t const*>(f.data));
+            break;
+        case PluginFieldType::kFLOAT32:
+            check(!wantInteger, "field '", name, "' must be an integer, got float32");
+            copyAs(static_cast<float const*>(f.data));
+            break;
+        case PluginFieldType::kFLOAT64:
+            check(!wantInteger, "field '", name, "' must be an integer, got float64");
+            copyAs(static_cast<double const*>(f.data));
+            break;
+        case PluginFieldType::kFLOAT16:
         {
-            out[i] = halfToFloat(data[i]);
+            check(!wantInteger, "field '", name, "' must be an integer, got float16");
+            auto const* data = static_cast<uint16_t const*>(f.data);
+            for (int32_t i = 0; i < f.length; ++i)
+            {
+                out[i] = halfToFloat(data[i]);
+            }
+            break;
         }
-        break;
-    }
-    default:
-        fail("field '", name, "' has type ", fieldTypeName(f.type), ", expected ",
-             wantInteger ? "an integer type (int32)" : "a float type (float32)");
+        default:
+            fail("field '", name, "' has type ", fieldTypeName(f.type), ", expected ",
+                 wantInteger ? "an integer type (int32)" : "a float type (float32)");
     }
     for (int32_t i = 0; i < f.length; ++i)
     {
         if (wantInteger)
         {
-            check(out[i] >= std::numeric_limits<int32_t>::min() && out[i] <= std::numeric_limits<int32_t>::max(),
+            check(out[i] >= std::numeric_limits<int32_t>::min() &&
+                      out[i] <= std::numeric_limits<int32_t>::max(),
                   "field '", name, "' value ", out[i], " does not fit int32");
         }
         else
         {
-            check(std::isfinite(out[i]), "field '", name, "' element ", i, " is not finite (", out[i],
-                  ")");
-            check(std::fabs(out[i]) <= std::numeric_limits<float>::max(), "field '", name, "' element ",
-                  i, " overflows float32");
+            check(std::isfinite(out[i]), "field '", name, "' element ", i, " is not finite (", out[i], ")");
+            check(std::fabs(out[i]) <= std::numeric_limits<float>::max(), "field '", name, "' element ", i,
+                  " overflows float32");
         }
     }
     return out;
@@ -162,8 +188,7 @@ std::optional<int32_t> FieldReader::getInt(std::string const& name) const
     {
         return std::nullopt;
     }
-    check(field(name).length == 1, "field '", name, "' must hold exactly 1 value, got ",
-          field(name).length);
+    check(field(name).length == 1, "field '", name, "' must hold exactly 1 value, got ", field(name).length);
     return static_cast<int32_t>(numbers(name, true)[0]);
 }
 
@@ -173,8 +198,7 @@ std::optional<float> FieldReader::getFloat(std::string const& name) const
     {
         return std::nullopt;
     }
-    check(field(name).length == 1, "field '", name, "' must hold exactly 1 value, got ",
-          field(name).length);
+    check(field(name).length == 1, "field '", name, "' must hold exactly 1 value, got ", field(name).length);
     return static_cast<float>(numbers(name, false)[0]);
 }
 
@@ -246,14 +270,21 @@ void FieldWriter::clear()
     mFields.clear();
 }
 
-void FieldWriter::addInt(char const* name, int32_t value) { addInts(name, {value}); }
+void FieldWriter::addInt(char const* name, int32_t value)
+{
+    addInts(name, {value});
+}
 
-void FieldWriter::addFloat(char const* name, float value) { addFloats(name, {value}); }
+void FieldWriter::addFloat(char const* name, float value)
+{
+    addFloats(name, {value});
+}
 
 void FieldWriter::addInts(char const* name, std::vector<int32_t> const& values)
 {
     mInts.push_back(values);
-    mFields.emplace_back(name, mInts.back().data(), PluginFieldType::kINT32, static_cast<int32_t>(values.size()));
+    mFields.emplace_back(name, mInts.back().data(), PluginFieldType::kINT32,
+                         static_cast<int32_t>(values.size()));
 }
 
 void FieldWriter::addFloats(char const* name, std::vector<float> const& values)

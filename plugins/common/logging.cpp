@@ -13,17 +13,25 @@ char const* severityName(Severity severity)
 {
     switch (severity)
     {
-    case Severity::kINTERNAL_ERROR: return "INTERNAL_ERROR";
-    case Severity::kERROR: return "ERROR";
-    case Severity::kWARNING: return "WARNING";
-    case Severity::kINFO: return "INFO";
-    case Severity::kVERBOSE: return "VERBOSE";
+        case Severity::kINTERNAL_ERROR:
+            return "INTERNAL_ERROR";
+        case Severity::kERROR:
+            return "ERROR";
+        case Severity::kWARNING:
+            return "WARNING";
+        case Severity::kINFO:
+            return "INFO";
+        case Severity::kVERBOSE:
+            return "VERBOSE";
     }
     return "?";
 }
 }  // namespace
 
-void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept { gLoggerFinder.store(finder); }
+void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept
+{
+    gLoggerFinder.store(finder);
+}
 
 void log(Severity severity, std::string const& message) noexcept
 {

@@ -17,8 +17,17 @@ void setLoggerFinder(nvinfer1::ILoggerFinder* finder) noexcept;
 //! Sends `message` to TensorRT's logger (or stderr for warnings and errors when there is none).
 void log(Severity severity, std::string const& message) noexcept;
 
-inline void logError(std::string const& message) noexcept { log(Severity::kERROR, message); }
-inline void logWarning(std::string const& message) noexcept { log(Severity::kWARNING, message); }
-inline void logVerbose(std::string const& message) noexcept { log(Severity::kVERBOSE, message); }
+inline void logError(std::string const& message) noexcept
+{
+    log(Severity::kERROR, message);
+}
+inline void logWarning(std::string const& message) noexcept
+{
+    log(Severity::kWARNING, message);
+}
+inline void logVerbose(std::string const& message) noexcept
+{
+    log(Severity::kVERBOSE, message);
+}
 
 }  // namespace trt_plugin_kit

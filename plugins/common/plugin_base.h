@@ -5,15 +5,15 @@
 // and call names, and return TensorRT's error value (-1, false or nullptr). Nothing crosses the ABI.
 #pragma once
 
-#include "checks.h"
-#include "fields.h"
-#include "logging.h"
-
 #include <NvInferRuntime.h>
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "checks.h"
+#include "fields.h"
+#include "logging.h"
 
 namespace trt_plugin_kit
 {
@@ -51,7 +51,8 @@ public:
     ~PluginBase() override = default;
 
     // IPluginV3
-    nvinfer1::IPluginCapability* getCapabilityInterface(nvinfer1::PluginCapabilityType type) noexcept override;
+    nvinfer1::IPluginCapability* getCapabilityInterface(
+        nvinfer1::PluginCapabilityType type) noexcept override;
     nvinfer1::IPluginV3* clone() noexcept override;
 
     // IPluginV3OneCore
@@ -62,23 +63,27 @@ public:
     // IPluginV3OneBuild
     int32_t getNbOutputs() const noexcept override { return nbOutputs(); }
     int32_t getOutputDataTypes(nvinfer1::DataType* outputTypes, int32_t nbOutputs,
-                               nvinfer1::DataType const* inputTypes, int32_t nbInputs) const noexcept override;
-    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs, nvinfer1::DimsExprs const* shapeInputs,
-                            int32_t nbShapeInputs, nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
+                               nvinfer1::DataType const* inputTypes,
+                               int32_t nbInputs) const noexcept override;
+    int32_t getOutputShapes(nvinfer1::DimsExprs const* inputs, int32_t nbInputs,
+                            nvinfer1::DimsExprs const* shapeInputs, int32_t nbShapeInputs,
+                            nvinfer1::DimsExprs* outputs, int32_t nbOutputs,
                             nvinfer1::IExprBuilder& exprBuilder) noexcept override;
-    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut, int32_t nbInputs,
-                                   int32_t nbOutputs) noexcept override;
+    bool supportsFormatCombination(int32_t pos, nvinfer1::DynamicPluginTensorDesc const* inOut,
+                                   int32_t nbInputs, int32_t nbOutputs) noexcept override;
     int32_t configurePlugin(nvinfer1::DynamicPluginTensorDesc const* in, int32_t nbInputs,
-                            nvinfer1::DynamicPluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
+                            nvinfer1::DynamicPluginTensorDesc const* out,
+                            int32_t nbOutputs) noexcept override;
     size_t getWorkspaceSize(nvinfer1::DynamicPluginTensorDesc const* inputs, int32_t nbInputs,
-                            nvinfer1::DynamicPluginTensorDesc const* outputs, int32_t nbOutputs) const noexcept override;
+                            nvinfer1::DynamicPluginTensorDesc const* outputs,
+                            int32_t nbOutputs) const noexcept override;
     int32_t getNbTactics() noexcept override;
     int32_t getValidTactics(int32_t* tactics, int32_t nbTactics) noexcept override;
 
     // IPluginV3OneRuntime
     int32_t setTactic(int32_t tactic) noexcept override;
-    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs, nvinfer1::PluginTensorDesc const* out,
-                          int32_t nbOutputs) noexcept override;
+    int32_t onShapeChange(nvinfer1::PluginTensorDesc const* in, int32_t nbInputs,
+                          nvinfer1::PluginTensorDesc const* out, int32_t nbOutputs) noexcept override;
     int32_t enqueue(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
                     void const* const* inputs, void* const* outputs, void* workspace,
                     cudaStream_t stream) noexcept override;
@@ -94,21 +99,24 @@ protected:
     virtual int32_t nbInputs() const = 0;
     virtual int32_t nbOutputs() const = 0;
     virtual std::unique_ptr<PluginBase> cloneImpl() const = 0;
-    virtual void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes) const = 0;
+    virtual void outputDataTypes(nvinfer1::DataType* outputTypes,
+                                 nvinfer1::DataType const* inputTypes) const = 0;
     virtual void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
                               nvinfer1::IExprBuilder& exprBuilder) const = 0;
     //! Called with pos < nbInputs + nbOutputs; the formats/types of positions < pos are already chosen.
     virtual bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const = 0;
     //! Build phase: types are final, dims may hold -1 (see min/max for the range).
-    virtual void configure(nvinfer1::DynamicPluginTensorDesc const* in, nvinfer1::DynamicPluginTensorDesc const* out);
+    virtual void configure(nvinfer1::DynamicPluginTensorDesc const* in,
+                           nvinfer1::DynamicPluginTensorDesc const* out);
     virtual size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* in,
                                  nvinfer1::DynamicPluginTensorDesc const* out) const;
     //! Runtime: dims are concrete. Validate here (not in enqueue) and cache launch parameters.
-    virtual void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) = 0;
+    virtual void shapeChanged(nvinfer1::PluginTensorDesc const* in,
+                              nvinfer1::PluginTensorDesc const* out) = 0;
     //! Returns a cudaError_t-like status; must not allocate, synchronize or copy to/from the host.
-    virtual int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-                                void const* const* inputs, void* const* outputs, void* workspace,
-                                cudaStream_t stream) = 0;
+    virtual int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
+                                nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
+                                void* const* outputs, void* workspace, cudaStream_t stream) = 0;
     //! Per-execution-context resources (handles, device buffers) are created on the clone here and released
     //! in the plugin's destructor.
     virtual void attach(nvinfer1::IPluginResourceContext* context);
@@ -131,7 +139,10 @@ class CreatorBase : public nvinfer1::IPluginCreatorV3One
 public:
     nvinfer1::IPluginV3* createPlugin(char const* name, nvinfer1::PluginFieldCollection const* fc,
                                       nvinfer1::TensorRTPhase phase) noexcept override;
-    nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override { return mFieldNames.collection(); }
+    nvinfer1::PluginFieldCollection const* getFieldNames() noexcept override
+    {
+        return mFieldNames.collection();
+    }
     char const* getPluginName() const noexcept override { return mName; }
     char const* getPluginVersion() const noexcept override { return kPluginVersion; }
     char const* getPluginNamespace() const noexcept override { return kPluginNamespace; }

@@ -19,7 +19,8 @@ protected:
 
     void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes) const override
     {
-        check(isFloat(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]), " is not supported (FP32 or FP16)");
+        check(isFloat(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]),
+              " is not supported (FP32 or FP16)");
         outputTypes[0] = inputTypes[0];
     }
 
@@ -41,11 +42,12 @@ protected:
     }
 
     //! Validates rank and types at runtime; returns the element count.
-    int64_t checkRuntimeTensors(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) const
+    int64_t checkRuntimeTensors(nvinfer1::PluginTensorDesc const* in,
+                                nvinfer1::PluginTensorDesc const* out) const
     {
         checkRank(in[0].dims.nbDims);
-        check(isFloat(in[0].type) && out[0].type == in[0].type, "unsupported types ", dataTypeName(in[0].type),
-              " -> ", dataTypeName(out[0].type));
+        check(isFloat(in[0].type) && out[0].type == in[0].type, "unsupported types ",
+              dataTypeName(in[0].type), " -> ", dataTypeName(out[0].type));
         int64_t const count = volume(in[0].dims);
         check(volume(out[0].dims) == count, "output ", dimsToString(out[0].dims), " does not match input ",
               dimsToString(in[0].dims));

@@ -10,18 +10,19 @@ namespace
 {
 bool isSupportedType(DataType type)
 {
-    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kINT8 || type == DataType::kINT32;
+    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kINT8 ||
+           type == DataType::kINT32;
 }
 
 //! Both inputs: same rank >= 1, equal dims after axis 0 (where known: -1 means "decided later").
 void checkCompatible(Dims const& a, Dims const& b)
 {
-    check(a.nbDims >= 1 && a.nbDims == b.nbDims, "inputs must have the same rank >= 1, got ", dimsToString(a), " and ",
-          dimsToString(b));
+    check(a.nbDims >= 1 && a.nbDims == b.nbDims, "inputs must have the same rank >= 1, got ", dimsToString(a),
+          " and ", dimsToString(b));
     for (int32_t i = 1; i < a.nbDims; ++i)
     {
-        check(a.d[i] < 0 || b.d[i] < 0 || a.d[i] == b.d[i], "inputs ", dimsToString(a), " and ", dimsToString(b),
-              " differ in dimension ", i, " (only dimension 0 may differ)");
+        check(a.d[i] < 0 || b.d[i] < 0 || a.d[i] == b.d[i], "inputs ", dimsToString(a), " and ",
+              dimsToString(b), " differ in dimension ", i, " (only dimension 0 may differ)");
     }
 }
 }  // namespace
@@ -29,23 +30,25 @@ void checkCompatible(Dims const& a, Dims const& b)
 void ConcatCopyPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes) const
 {
     check(isSupportedType(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]), " is not supported");
-    check(inputTypes[1] == inputTypes[0], "inputs have different types ", dataTypeName(inputTypes[0]), " and ",
-          dataTypeName(inputTypes[1]));
+    check(inputTypes[1] == inputTypes[0], "inputs have different types ", dataTypeName(inputTypes[0]),
+          " and ", dataTypeName(inputTypes[1]));
     outputTypes[0] = inputTypes[0];
     outputTypes[1] = inputTypes[0];
 }
 
-void ConcatCopyPlugin::outputShapes(DimsExprs const* inputs, DimsExprs* outputs, IExprBuilder& exprBuilder) const
+void ConcatCopyPlugin::outputShapes(DimsExprs const* inputs, DimsExprs* outputs,
+                                    IExprBuilder& exprBuilder) const
 {
     DimsExprs const& a = inputs[0];
     DimsExprs const& b = inputs[1];
-    check(a.nbDims >= 1 && a.nbDims == b.nbDims, "inputs must have the same rank >= 1, got ", a.nbDims, " and ",
-          b.nbDims);
+    check(a.nbDims >= 1 && a.nbDims == b.nbDims, "inputs must have the same rank >= 1, got ", a.nbDims,
+          " and ", b.nbDims);
     for (int32_t i = 1; i < a.nbDims; ++i)
     {
         bool const bothConstant = a.d[i]->isConstant() && b.d[i]->isConstant();
-        check(!bothConstant || a.d[i]->getConstantValue() == b.d[i]->getConstantValue(), "inputs differ in dimension ",
-              i, " (", a.d[i]->getConstantValue(), " vs ", b.d[i]->getConstantValue(), ")");
+        check(!bothConstant || a.d[i]->getConstantValue() == b.d[i]->getConstantValue(),
+              "inputs differ in dimension ", i, " (", a.d[i]->getConstantValue(), " vs ",
+              b.d[i]->getConstantValue(), ")");
     }
     outputs[0] = a;
     outputs[0].d[0] = exprBuilder.operation(DimensionOperation::kSUM, *a.d[0], *b.d[0]);
@@ -81,13 +84,13 @@ void ConcatCopyPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc
     check(static_cast<size_t>(volume(out[0].dims)) * element == mBytes0 + mBytes1, "output 0 ",
           dimsToString(out[0].dims), " is not the concatenation of ", dimsToString(in[0].dims), " and ",
           dimsToString(in[1].dims));
-    check(static_cast<size_t>(volume(out[1].dims)) * element == mBytes0, "output 1 ", dimsToString(out[1].dims),
-          " is not a copy of ", dimsToString(in[0].dims));
+    check(static_cast<size_t>(volume(out[1].dims)) * element == mBytes0, "output 1 ",
+          dimsToString(out[1].dims), " is not a copy of ", dimsToString(in[0].dims));
 }
 
-int32_t ConcatCopyPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/, PluginTensorDesc const* /*outputDesc*/,
-                                      void const* const* inputs, void* const* outputs, void* /*workspace*/,
-                                      cudaStream_t stream)
+int32_t ConcatCopyPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/,
+                                      PluginTensorDesc const* /*outputDesc*/, void const* const* inputs,
+                                      void* const* outputs, void* /*workspace*/, cudaStream_t stream)
 {
     // Axis-0 concatenation of row-major tensors is two contiguous copies; device-to-device async copies are
     // stream-ordered, need no host synchronization and are captured by CUDA graphs.
@@ -110,7 +113,8 @@ int32_t ConcatCopyPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/, Plu
 
 void ConcatCopyPlugin::serialize(FieldWriter& /*writer*/) const {}
 
-std::unique_ptr<PluginBase> ConcatCopyCreator::create(PluginFieldCollection const* fc, TensorRTPhase /*phase*/) const
+std::unique_ptr<PluginBase> ConcatCopyCreator::create(PluginFieldCollection const* fc,
+                                                      TensorRTPhase /*phase*/) const
 {
     FieldReader fields(ConcatCopyPlugin::kName, fc, {});  // No fields; unknown ones are logged and ignored.
     return std::make_unique<ConcatCopyPlugin>();

@@ -18,16 +18,21 @@ public:
 protected:
     int32_t nbInputs() const override { return 2; }
     int32_t nbOutputs() const override { return 2; }
-    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<ConcatCopyPlugin>(*this); }
-    void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes) const override;
+    std::unique_ptr<PluginBase> cloneImpl() const override
+    {
+        return std::make_unique<ConcatCopyPlugin>(*this);
+    }
+    void outputDataTypes(nvinfer1::DataType* outputTypes,
+                         nvinfer1::DataType const* inputTypes) const override;
     void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
                       nvinfer1::IExprBuilder& exprBuilder) const override;
     bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in, nvinfer1::DynamicPluginTensorDesc const* out) override;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
+                   nvinfer1::DynamicPluginTensorDesc const* out) override;
     void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-                        void const* const* inputs, void* const* outputs, void* workspace,
-                        cudaStream_t stream) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
+                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
+                        void* const* outputs, void* workspace, cudaStream_t stream) override;
     void serialize(FieldWriter& writer) const override;
 
 private:

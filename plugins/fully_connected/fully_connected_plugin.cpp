@@ -1,10 +1,10 @@
 #include "fully_connected_plugin.h"
 
-#include "../common/tensor.h"
-
 #include <cuda_fp16.h>
 
 #include <algorithm>
+
+#include "../common/tensor.h"
 
 namespace trt_plugin_kit
 {
@@ -17,9 +17,15 @@ void checkCublas(cublasStatus_t status, char const* what)
     check(status == CUBLAS_STATUS_SUCCESS, what, " failed with cuBLAS status ", static_cast<int32_t>(status));
 }
 
-cudaDataType_t cudaType(DataType type) { return type == DataType::kHALF ? CUDA_R_16F : CUDA_R_32F; }
+cudaDataType_t cudaType(DataType type)
+{
+    return type == DataType::kHALF ? CUDA_R_16F : CUDA_R_32F;
+}
 
-bool isFloat(DataType type) { return type == DataType::kFLOAT || type == DataType::kHALF; }
+bool isFloat(DataType type)
+{
+    return type == DataType::kFLOAT || type == DataType::kHALF;
+}
 }  // namespace
 
 void CublasLtHandle::create()
@@ -39,8 +45,8 @@ void CublasLtHandle::release() noexcept
     }
 }
 
-void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_t k, int64_t m, void const* bias,
-                       size_t workspaceLimit, int32_t rank)
+void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_t k, int64_t m,
+                       void const* bias, size_t workspaceLimit, int32_t rank)
 {
     release();
     cudaDataType_t const dataType = cudaType(type);
@@ -48,15 +54,18 @@ void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_
     // with W stored KxM (ld K, transposed) and X stored KxN (ld K).
     checkCublas(cublasLtMatmulDescCreate(&mDesc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     cublasOperation_t const transposed = CUBLAS_OP_T;
-    checkCublas(cublasLtMatmulDescSetAttribute(mDesc, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)),
-                "set TRANSA");
+    checkCublas(
+        cublasLtMatmulDescSetAttribute(mDesc, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed)),
+        "set TRANSA");
     if (bias != nullptr)
     {
         cublasLtEpilogue_t const epilogue = CUBLASLT_EPILOGUE_BIAS;
-        checkCublas(cublasLtMatmulDescSetAttribute(mDesc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
-                    "set EPILOGUE");
-        checkCublas(cublasLtMatmulDescSetAttribute(mDesc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
-                    "set BIAS_POINTER");
+        checkCublas(
+            cublasLtMatmulDescSetAttribute(mDesc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)),
+            "set EPILOGUE");
+        checkCublas(
+            cublasLtMatmulDescSetAttribute(mDesc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+            "set BIAS_POINTER");
     }
     checkCublas(cublasLtMatrixLayoutCreate(&mWeightsLayout, dataType, k, m, k), "layout W");
     checkCublas(cublasLtMatrixLayoutCreate(&mInputLayout, dataType, k, n, k), "layout X");
@@ -71,8 +80,8 @@ void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_
     if (status == CUBLAS_STATUS_SUCCESS)
     {
         status = cublasLtMatmulAlgoGetHeuristic(handle, mDesc, mWeightsLayout, mInputLayout, mOutputLayout,
-                                                mOutputLayout, preference, FullyConnectedPlugin::kCandidatesPerLimit, results,
-                                                &found);
+                                                mOutputLayout, preference,
+                                                FullyConnectedPlugin::kCandidatesPerLimit, results, &found);
     }
     cublasLtMatmulPreferenceDestroy(preference);
     checkCublas(status, "cublasLtMatmulAlgoGetHeuristic");
@@ -90,27 +99,29 @@ void MatmulPlan::release() noexcept
     mDesc = nullptr;
 }
 
-cublasStatus_t MatmulPlan::run(cublasLtHandle_t handle, void const* weights, void const* x, void* y, void* workspace,
-                               size_t workspaceBytes, cudaStream_t stream) const
+cublasStatus_t MatmulPlan::run(cublasLtHandle_t handle, void const* weights, void const* x, void* y,
+                               void* workspace, size_t workspaceBytes, cudaStream_t stream) const
 {
     float const alpha = 1.F;
     float const beta = 0.F;
-    return cublasLtMatmul(handle, mDesc, &alpha, weights, mWeightsLayout, x, mInputLayout, &beta, y, mOutputLayout, y,
-                          mOutputLayout, &mAlgo, workspace, workspaceBytes, stream);
+    return cublasLtMatmul(handle, mDesc, &alpha, weights, mWeightsLayout, x, mInputLayout, &beta, y,
+                          mOutputLayout, y, mOutputLayout, &mAlgo, workspace, workspaceBytes, stream);
 }
 
-FullyConnectedPlugin::FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias, int32_t numOutputs)
-    : PluginBase(kName)
-    , mWeights(std::move(weights))
-    , mBias(std::move(bias))
-    , mNumOutputs(numOutputs)
-    , mK(static_cast<int64_t>(mWeights.size()) / numOutputs)
+FullyConnectedPlugin::FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias,
+                                           int32_t numOutputs)
+    : PluginBase(kName),
+      mWeights(std::move(weights)),
+      mBias(std::move(bias)),
+      mNumOutputs(numOutputs),
+      mK(static_cast<int64_t>(mWeights.size()) / numOutputs)
 {
 }
 
 void FullyConnectedPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes) const
 {
-    check(isFloat(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]), " is not supported (FP32 or FP16)");
+    check(isFloat(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]),
+          " is not supported (FP32 or FP16)");
     outputTypes[0] = inputTypes[0];
 }
 
@@ -125,12 +136,13 @@ void FullyConnectedPlugin::checkInputDims(Dims const& dims) const
     if (known)
     {
         int64_t const k = volume(dims, 1);
-        check(k == mK, "input ", dimsToString(dims), " flattens to K=", k, " but the weights are [", mNumOutputs,
-              ", ", mK, "]");
+        check(k == mK, "input ", dimsToString(dims), " flattens to K=", k, " but the weights are [",
+              mNumOutputs, ", ", mK, "]");
     }
 }
 
-void FullyConnectedPlugin::outputShapes(DimsExprs const* inputs, DimsExprs* outputs, IExprBuilder& exprBuilder) const
+void FullyConnectedPlugin::outputShapes(DimsExprs const* inputs, DimsExprs* outputs,
+                                        IExprBuilder& exprBuilder) const
 {
     DimsExprs const& in = inputs[0];
     check(in.nbDims >= 2, "input must be [N, K] or [N, C, H, W], got rank ", in.nbDims);
@@ -157,7 +169,8 @@ bool FullyConnectedPlugin::supportsFormat(int32_t pos, PluginTensorDesc const* i
     return pos == 0 ? isFloat(desc.type) : desc.type == inOut[0].type;
 }
 
-void FullyConnectedPlugin::configure(DynamicPluginTensorDesc const* in, DynamicPluginTensorDesc const* /*out*/)
+void FullyConnectedPlugin::configure(DynamicPluginTensorDesc const* in,
+                                     DynamicPluginTensorDesc const* /*out*/)
 {
     checkInputDims(in[0].desc.dims);
     check(isFloat(in[0].desc.type), "input type ", dataTypeName(in[0].desc.type), " is not supported");
@@ -180,12 +193,16 @@ void FullyConnectedPlugin::createResources()
     }
 }
 
-void FullyConnectedPlugin::attach(IPluginResourceContext* /*context*/) { createResources(); }
+void FullyConnectedPlugin::attach(IPluginResourceContext* /*context*/)
+{
+    createResources();
+}
 
 void FullyConnectedPlugin::uploadParameters(DataType type)
 {
     // Weights are converted to the I/O type and uploaded once per instance (the type never changes for a
-    // built engine), not per enqueue. The runtime only learns the type here, as configurePlugin is build-only.
+    // built engine), not per enqueue. The runtime only learns the type here, as configurePlugin is
+    // build-only.
     std::vector<float> host(mWeights);
     host.insert(host.end(), mBias.begin(), mBias.end());
     if (type == DataType::kHALF)
@@ -209,11 +226,12 @@ void FullyConnectedPlugin::uploadParameters(DataType type)
 void FullyConnectedPlugin::buildPlan(int64_t n)
 {
     size_t const elementBytes = elementSize(mUploadedType);
-    void const* bias =
-        mBias.empty() ? nullptr : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
+    void const* bias = mBias.empty()
+                           ? nullptr
+                           : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
     int32_t const index = mTactic > 0 ? mTactic - 1 : 0;
-    mPlan.build(mHandle.get(), mUploadedType, n, mK, mNumOutputs, bias, kWorkspaceLimits[index / kCandidatesPerLimit],
-                index % kCandidatesPerLimit);
+    mPlan.build(mHandle.get(), mUploadedType, n, mK, mNumOutputs, bias,
+                kWorkspaceLimits[index / kCandidatesPerLimit], index % kCandidatesPerLimit);
     mPlannedN = n;
 }
 
@@ -237,9 +255,9 @@ void FullyConnectedPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensor
     }
 }
 
-int32_t FullyConnectedPlugin::enqueueImpl(PluginTensorDesc const* inputDesc, PluginTensorDesc const* /*outputDesc*/,
-                                          void const* const* inputs, void* const* outputs, void* workspace,
-                                          cudaStream_t stream)
+int32_t FullyConnectedPlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
+                                          PluginTensorDesc const* /*outputDesc*/, void const* const* inputs,
+                                          void* const* outputs, void* workspace, cudaStream_t stream)
 {
     if (inputDesc[0].dims.d[0] == 0)
     {
@@ -249,8 +267,8 @@ int32_t FullyConnectedPlugin::enqueueImpl(PluginTensorDesc const* inputDesc, Plu
     {
         return cudaErrorNotReady;  // onShapeChange did not run (or failed) for this shape.
     }
-    cublasStatus_t const status =
-        mPlan.run(mHandle.get(), mDeviceWeights.data(), inputs[0], outputs[0], workspace, kWorkspaceBytes, stream);
+    cublasStatus_t const status = mPlan.run(mHandle.get(), mDeviceWeights.data(), inputs[0], outputs[0],
+                                            workspace, kWorkspaceBytes, stream);
     return status == CUBLAS_STATUS_SUCCESS ? 0 : static_cast<int32_t>(cudaErrorLaunchFailure);
 }
 

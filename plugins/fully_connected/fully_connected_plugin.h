@@ -4,12 +4,12 @@
 // FP32 (exact FP32 compute, TF32 off) and FP16 (FP32 accumulation).
 #pragma once
 
-#include "../common/device_buffer.h"
-#include "../common/plugin_base.h"
-
 #include <cublasLt.h>
 
 #include <vector>
+
+#include "../common/device_buffer.h"
+#include "../common/plugin_base.h"
 
 namespace trt_plugin_kit
 {
@@ -40,8 +40,8 @@ public:
     ~MatmulPlan() { release(); }
     //! Picks the `rank`-th (0-based) of cuBLASLt's heuristic candidates for a workspace of at most
     //! `workspaceLimit` bytes, the last one if there are fewer.
-    void build(cublasLtHandle_t handle, nvinfer1::DataType type, int64_t n, int64_t k, int64_t m, void const* bias,
-               size_t workspaceLimit, int32_t rank);
+    void build(cublasLtHandle_t handle, nvinfer1::DataType type, int64_t n, int64_t k, int64_t m,
+               void const* bias, size_t workspaceLimit, int32_t rank);
     void release() noexcept;
     cublasStatus_t run(cublasLtHandle_t handle, void const* weights, void const* x, void* y, void* workspace,
                        size_t workspaceBytes, cudaStream_t stream) const;
@@ -62,8 +62,8 @@ public:
     //! cuBLASLt workspace requested from TensorRT (the size NVIDIA recommends for Hopper).
     static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
     //! Tactics: cuBLASLt's heuristic candidates for the shape, asked with several workspace limits (the limit
-    //! changes which kernels it proposes, e.g. split-K or not); TensorRT times them at build time. cuBLASLt's first
-    //! choice at the full workspace is not always its fastest (FP32 N=4096 K=800 M=500 on an H100).
+    //! changes which kernels it proposes, e.g. split-K or not); TensorRT times them at build time. cuBLASLt's
+    //! first choice at the full workspace is not always its fastest (FP32 N=4096 K=800 M=500 on an H100).
     static constexpr int32_t kCandidatesPerLimit = 4;
     static constexpr size_t kWorkspaceLimits[] = {kWorkspaceBytes, size_t{4} << 20, size_t{1} << 20, 0};
     static constexpr int32_t kTactics = kCandidatesPerLimit * 4;
@@ -73,19 +73,24 @@ public:
 protected:
     int32_t nbInputs() const override { return 1; }
     int32_t nbOutputs() const override { return 1; }
-    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<FullyConnectedPlugin>(*this); }
-    void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes) const override;
+    std::unique_ptr<PluginBase> cloneImpl() const override
+    {
+        return std::make_unique<FullyConnectedPlugin>(*this);
+    }
+    void outputDataTypes(nvinfer1::DataType* outputTypes,
+                         nvinfer1::DataType const* inputTypes) const override;
     void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
                       nvinfer1::IExprBuilder& exprBuilder) const override;
     bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in, nvinfer1::DynamicPluginTensorDesc const* out) override;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
+                   nvinfer1::DynamicPluginTensorDesc const* out) override;
     size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* in,
                          nvinfer1::DynamicPluginTensorDesc const* out) const override;
     void attach(nvinfer1::IPluginResourceContext* context) override;
     void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-                        void const* const* inputs, void* const* outputs, void* workspace,
-                        cudaStream_t stream) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
+                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
+                        void* const* outputs, void* workspace, cudaStream_t stream) override;
     void serialize(FieldWriter& writer) const override;
     int32_t nbTactics() const override { return kTactics; }
     void selectTactic(int32_t tactic) override;

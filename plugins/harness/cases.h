@@ -1,11 +1,11 @@
 // What a conformance case is. Each plugin contributes its cases in cases_<plugin>.cpp.
 #pragma once
 
-#include "host_tensor.h"
-
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "host_tensor.h"
 
 namespace harness
 {
@@ -33,7 +33,8 @@ struct Case
     std::vector<TensorSpec> inputs;
     std::vector<TensorSpec> outputs;  // expected output types and dims
     //! Fills `inputs` (already sized from the specs) and computes the references. Called only on a GPU.
-    std::function<void(std::vector<HostTensor>& inputs, std::vector<Reference>& references, std::mt19937& rng)>
+    std::function<void(std::vector<HostTensor>& inputs, std::vector<Reference>& references,
+                       std::mt19937& rng)>
         generate;
     //! Relative error bound for float outputs; absolute units for integer outputs (INT8 pool: 1).
     double tolerance{1e-5};

@@ -1,7 +1,7 @@
 // PReLU (per-channel and shared slope, channel axis 1) and LeakyReLU.
-#include "cases.h"
-
 #include <cmath>
+
+#include "cases.h"
 
 namespace harness
 {
@@ -12,7 +12,8 @@ namespace
 std::vector<float> makeSlopes(int64_t count)
 {
     std::vector<float> slopes;
-    for (int64_t c = 0; c < count; ++c) slopes.push_back(0.05F + 0.01F * static_cast<float>(c % 37) - 0.2F * (c % 5 == 0));
+    for (int64_t c = 0; c < count; ++c)
+        slopes.push_back(0.05F + 0.01F * static_cast<float>(c % 37) - 0.2F * (c % 5 == 0));
     return slopes;
 }
 
@@ -22,13 +23,15 @@ Case preluCase(DataType type, std::vector<int64_t> shape, bool shared, bool dump
     std::vector<float> const slopes = makeSlopes(shared ? 1 : channels);
     Case c;
     c.plugin = "PReLU";
-    c.label = std::string(typeName(type)) + " " + toString(makeDims(shape)) + (shared ? " shared slope" : " per-channel");
+    c.label = std::string(typeName(type)) + " " + toString(makeDims(shape)) +
+              (shared ? " shared slope" : " per-channel");
     c.fields.addFloats("slopes", slopes);
     c.inputs = {{type, makeDims(shape)}};
     c.outputs = c.inputs;
     c.tolerance = toleranceFor(type);
     c.dump = dump;
-    c.generate = [shape, slopes](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng) {
+    c.generate = [shape, slopes](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng)
+    {
         fillUniform(in[0], rng, -3.0, 3.0);
         int64_t inner = 1;
         for (size_t i = 2; i < shape.size(); ++i) inner *= shape[i];
@@ -37,7 +40,8 @@ Case preluCase(DataType type, std::vector<int64_t> shape, bool shared, bool dump
         for (int64_t i = 0; i < in[0].count(); ++i)
         {
             double const x = in[0].get(i);
-            double const slope = slopes.size() == 1 ? slopes[0] : slopes[static_cast<size_t>((i / inner) % channels)];
+            double const slope =
+                slopes.size() == 1 ? slopes[0] : slopes[static_cast<size_t>((i / inner) % channels)];
             refs[0].values[i] = x > 0 ? x : slope * x;
         }
     };
@@ -48,13 +52,15 @@ Case leakyCase(DataType type, std::vector<int64_t> shape, float slope, bool dump
 {
     Case c;
     c.plugin = "LeakyReLU";
-    c.label = std::string(typeName(type)) + " " + toString(makeDims(shape)) + " slope=" + std::to_string(slope);
+    c.label =
+        std::string(typeName(type)) + " " + toString(makeDims(shape)) + " slope=" + std::to_string(slope);
     c.fields.addFloat("negative_slope", slope);
     c.inputs = {{type, makeDims(shape)}};
     c.outputs = c.inputs;
     c.tolerance = toleranceFor(type);
     c.dump = dump;
-    c.generate = [slope](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng) {
+    c.generate = [slope](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng)
+    {
         fillUniform(in[0], rng, -3.0, 3.0);
         refs[0].values.resize(static_cast<size_t>(in[0].count()));
         for (int64_t i = 0; i < in[0].count(); ++i)
@@ -71,13 +77,13 @@ void addActivationCases(Suite& suite)
 {
     for (DataType type : {DataType::kFLOAT, DataType::kHALF})
     {
-        suite.cases.push_back(preluCase(type, {1, 500}, false, true));        // LeNet's activation, batch 1
+        suite.cases.push_back(preluCase(type, {1, 500}, false, true));  // LeNet's activation, batch 1
         suite.cases.push_back(preluCase(type, {64, 500}, false));
-        suite.cases.push_back(preluCase(type, {2, 3, 5, 7}, false, true));    // odd sizes
-        suite.cases.push_back(preluCase(type, {3, 17, 9}, true));             // shared slope
-        suite.cases.push_back(preluCase(type, {11}, true));                   // rank 1, shared slope
-        suite.cases.push_back(preluCase(type, {4096, 20, 12, 12}, false));    // batch in the thousands
-        suite.cases.push_back(preluCase(type, {8, 64, 112, 112}, false));     // large
+        suite.cases.push_back(preluCase(type, {2, 3, 5, 7}, false, true));  // odd sizes
+        suite.cases.push_back(preluCase(type, {3, 17, 9}, true));           // shared slope
+        suite.cases.push_back(preluCase(type, {11}, true));                 // rank 1, shared slope
+        suite.cases.push_back(preluCase(type, {4096, 20, 12, 12}, false));  // batch in the thousands
+        suite.cases.push_back(preluCase(type, {8, 64, 112, 112}, false));   // large
         suite.cases.push_back(leakyCase(type, {1, 500}, 0.01F, true));
         suite.cases.push_back(leakyCase(type, {13}, 0.2F));
         suite.cases.push_back(leakyCase(type, {3, 5, 7}, 0.1F));
@@ -103,11 +109,15 @@ void addActivationCases(Suite& suite)
     reject("LeakyReLU", "two slopes", FieldSet().addFloats("negative_slope", {0.1F, 0.2F}), "negative_slope");
     reject("LeakyReLU", "slope as string", FieldSet().addString("negative_slope", "0.1"), "negative_slope");
 
-    suite.shapeErrors.push_back({"PReLU", "slopes length does not match C", FieldSet().addFloats("slopes", makeSlopes(3)),
+    suite.shapeErrors.push_back({"PReLU",
+                                 "slopes length does not match C",
+                                 FieldSet().addFloats("slopes", makeSlopes(3)),
                                  {{DataType::kFLOAT, makeDims({2, 4, 5})}},
                                  {{DataType::kFLOAT, makeDims({2, 4, 5})}},
                                  "channels"});
-    suite.shapeErrors.push_back({"PReLU", "per-channel slopes on rank 1", FieldSet().addFloats("slopes", makeSlopes(3)),
+    suite.shapeErrors.push_back({"PReLU",
+                                 "per-channel slopes on rank 1",
+                                 FieldSet().addFloats("slopes", makeSlopes(3)),
                                  {{DataType::kFLOAT, makeDims({3})}},
                                  {{DataType::kFLOAT, makeDims({3})}},
                                  "rank"});

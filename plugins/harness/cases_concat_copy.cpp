@@ -19,7 +19,8 @@ Case concatCase(DataType type, std::vector<int64_t> a, std::vector<int64_t> b, b
     c.tolerance = 0.0;  // A copy is exact.
     c.dump = dump;
     bool const integer = type == DataType::kINT8 || type == DataType::kINT32;
-    c.generate = [integer](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng) {
+    c.generate = [integer](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng)
+    {
         fillUniform(in[0], rng, integer ? -100 : -5.0, integer ? 100 : 5.0);
         fillUniform(in[1], rng, integer ? -100 : -5.0, integer ? 100 : 5.0);
         for (int64_t i = 0; i < in[0].count(); ++i) refs[0].values.push_back(in[0].get(i));
@@ -40,14 +41,19 @@ void addConcatCopyCases(Suite& suite)
         suite.cases.push_back(concatCase(type, {4096, 33}, {1, 33}));
         suite.cases.push_back(concatCase(type, {1024, 64, 28}, {2048, 64, 28}));
     }
-    suite.shapeErrors.push_back({"ConcatCopy", "dims after axis 0 differ", FieldSet(),
+    suite.shapeErrors.push_back({"ConcatCopy",
+                                 "dims after axis 0 differ",
+                                 FieldSet(),
                                  {{DataType::kFLOAT, makeDims({2, 3})}, {DataType::kFLOAT, makeDims({2, 4})}},
                                  {{DataType::kFLOAT, makeDims({4, 3})}, {DataType::kFLOAT, makeDims({2, 3})}},
                                  "differ"});
-    suite.shapeErrors.push_back({"ConcatCopy", "ranks differ", FieldSet(),
-                                 {{DataType::kFLOAT, makeDims({2, 3})}, {DataType::kFLOAT, makeDims({2, 3, 1})}},
-                                 {{DataType::kFLOAT, makeDims({4, 3})}, {DataType::kFLOAT, makeDims({2, 3})}},
-                                 "rank"});
+    suite.shapeErrors.push_back(
+        {"ConcatCopy",
+         "ranks differ",
+         FieldSet(),
+         {{DataType::kFLOAT, makeDims({2, 3})}, {DataType::kFLOAT, makeDims({2, 3, 1})}},
+         {{DataType::kFLOAT, makeDims({4, 3})}, {DataType::kFLOAT, makeDims({2, 3})}},
+         "rank"});
 }
 
 }  // namespace harness

@@ -1,7 +1,7 @@
 // L2Normalize: y = x / sqrt(max(sum(x^2 over axis), eps)).
-#include "cases.h"
-
 #include <cmath>
+
+#include "cases.h"
 
 namespace harness
 {
@@ -19,7 +19,9 @@ Case l2Case(DataType type, std::vector<int64_t> shape, int32_t axis, float eps =
     c.outputs = c.inputs;
     c.tolerance = toleranceFor(type);
     c.dump = dump;
-    c.generate = [shape, axis, eps](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng) {
+    c.generate =
+        [shape, axis, eps](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng)
+    {
         fillUniform(in[0], rng, -2.0, 2.0);
         int32_t const rank = static_cast<int32_t>(shape.size());
         int32_t const a = axis < 0 ? axis + rank : axis;
@@ -54,17 +56,17 @@ void addL2NormalizeCases(Suite& suite)
     for (DataType type : {DataType::kFLOAT, DataType::kHALF})
     {
         suite.cases.push_back(l2Case(type, {1, 4}, -1, 1e-12F, true));
-        suite.cases.push_back(l2Case(type, {7}, 0));                    // rank 1
-        suite.cases.push_back(l2Case(type, {3, 5, 7}, 1, 1e-12F, true));  // middle axis, odd sizes
-        suite.cases.push_back(l2Case(type, {2, 3, 4, 5}, 0));           // first axis
-        suite.cases.push_back(l2Case(type, {5, 33}, -1));               // unaligned row length
-        suite.cases.push_back(l2Case(type, {64, 128}, -1));             // embedding rows of 128
-        suite.cases.push_back(l2Case(type, {1, 4096}, -1));             // batch 1, D = 4096
-        suite.cases.push_back(l2Case(type, {4096, 512}, -1));           // batch in the thousands
-        suite.cases.push_back(l2Case(type, {8, 16384}, -1));            // large rows
-        suite.cases.push_back(l2Case(type, {3, 70000}, -1));            // beyond the register tile
+        suite.cases.push_back(l2Case(type, {7}, 0));                       // rank 1
+        suite.cases.push_back(l2Case(type, {3, 5, 7}, 1, 1e-12F, true));   // middle axis, odd sizes
+        suite.cases.push_back(l2Case(type, {2, 3, 4, 5}, 0));              // first axis
+        suite.cases.push_back(l2Case(type, {5, 33}, -1));                  // unaligned row length
+        suite.cases.push_back(l2Case(type, {64, 128}, -1));                // embedding rows of 128
+        suite.cases.push_back(l2Case(type, {1, 4096}, -1));                // batch 1, D = 4096
+        suite.cases.push_back(l2Case(type, {4096, 512}, -1));              // batch in the thousands
+        suite.cases.push_back(l2Case(type, {8, 16384}, -1));               // large rows
+        suite.cases.push_back(l2Case(type, {3, 70000}, -1));               // beyond the register tile
         suite.cases.push_back(l2Case(type, {1, 2, 1, 2, 1, 2, 1, 3}, 7));  // rank 8
-        suite.cases.push_back(l2Case(type, {4, 6}, -1, 1e4F));          // eps dominates
+        suite.cases.push_back(l2Case(type, {4, 6}, -1, 1e4F));             // eps dominates
     }
 
     auto reject = [&](std::string label, FieldSet fields, std::string expect) {
@@ -78,10 +80,14 @@ void addL2NormalizeCases(Suite& suite)
     reject("eps wrong type", FieldSet().addString("eps", "small"), "eps");
     reject("eps two values", FieldSet().addFloats("eps", {1e-6F, 1e-6F}), "eps");
     reject("duplicate axis", FieldSet().addInt("axis", 1).addInt("axis", 0), "axis");
-    reject("null data", FieldSet().addRaw("axis", nvinfer1::PluginFieldType::kINT32, {0, 0, 0, 0}, 1, true), "axis");
-    reject("negative length", FieldSet().addRaw("eps", nvinfer1::PluginFieldType::kFLOAT32, {0, 0, 0, 0}, -3), "eps");
+    reject("null data", FieldSet().addRaw("axis", nvinfer1::PluginFieldType::kINT32, {0, 0, 0, 0}, 1, true),
+           "axis");
+    reject("negative length", FieldSet().addRaw("eps", nvinfer1::PluginFieldType::kFLOAT32, {0, 0, 0, 0}, -3),
+           "eps");
 
-    suite.shapeErrors.push_back({"L2Normalize", "axis beyond the input's rank", FieldSet().addInt("axis", 2),
+    suite.shapeErrors.push_back({"L2Normalize",
+                                 "axis beyond the input's rank",
+                                 FieldSet().addInt("axis", 2),
                                  {{DataType::kFLOAT, makeDims({4, 8})}},
                                  {{DataType::kFLOAT, makeDims({4, 8})}},
                                  "axis"});

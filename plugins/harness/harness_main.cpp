@@ -6,10 +6,6 @@
 //
 // Without a CUDA device only the checks that need no GPU run (fields, shapes, formats, serialize round trip).
 // The last line is "harness: N passed, M failed"; the exit code is non-zero when anything failed.
-#include "cases.h"
-#include "runner.h"
-#include "trt_fakes.h"
-
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
@@ -18,6 +14,10 @@
 #include <cstring>
 #include <set>
 #include <string>
+
+#include "cases.h"
+#include "runner.h"
+#include "trt_fakes.h"
 
 using namespace harness;
 
@@ -30,7 +30,8 @@ struct Counts
     void record(bool pass, std::string const& what, std::string const& detail)
     {
         (pass ? passed : failed) += 1;
-        std::printf("%s %s%s%s\n", pass ? "PASS" : "FAIL", what.c_str(), detail.empty() ? "" : " :: ", detail.c_str());
+        std::printf("%s %s%s%s\n", pass ? "PASS" : "FAIL", what.c_str(),
+                    detail.empty() ? "" : " :: ", detail.c_str());
         std::fflush(stdout);
     }
 };
@@ -42,7 +43,9 @@ bool matches(std::string const& filter, std::string const& text)
 
 int usage()
 {
-    std::fprintf(stderr, "usage: plugin_harness --library PATH [--cpu-only] [--filter TEXT] [--max-elements N] [--dump DIR] [--verbose]\n");
+    std::fprintf(stderr,
+                 "usage: plugin_harness --library PATH [--cpu-only] [--filter TEXT] [--max-elements N] "
+                 "[--dump DIR] [--verbose]\n");
     return 2;
 }
 }  // namespace
@@ -57,13 +60,20 @@ int main(int argc, char** argv)
     {
         std::string const arg = argv[i];
         auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-        if (arg == "--library") library = value();
-        else if (arg == "--filter") filter = value();
-        else if (arg == "--dump") options.dumpDir = value();
-        else if (arg == "--max-elements") maxElements = std::atoll(value().c_str());
-        else if (arg == "--cpu-only") cpuOnly = true;
-        else if (arg == "--verbose") verbose = true;
-        else return usage();
+        if (arg == "--library")
+            library = value();
+        else if (arg == "--filter")
+            filter = value();
+        else if (arg == "--dump")
+            options.dumpDir = value();
+        else if (arg == "--max-elements")
+            maxElements = std::atoll(value().c_str());
+        else if (arg == "--cpu-only")
+            cpuOnly = true;
+        else if (arg == "--verbose")
+            verbose = true;
+        else
+            return usage();
     }
     if (library.empty()) return usage();
 
@@ -76,13 +86,16 @@ int main(int argc, char** argv)
         int driver = 0, runtime = 0;
         cudaDriverGetVersion(&driver);
         cudaRuntimeGetVersion(&runtime);
-        std::printf("device: %s (sm_%d%d), driver %d, runtime %d\n", prop.name, prop.major, prop.minor, driver, runtime);
+        std::printf("device: %s (sm_%d%d), driver %d, runtime %d\n", prop.name, prop.major, prop.minor,
+                    driver, runtime);
     }
     else
     {
         cudaGetLastError();
-        std::printf("no CUDA device%s: running the checks that need no GPU (fields, shapes, formats, serialize round trip)\n",
-                    cpuOnly ? " (--cpu-only)" : "");
+        std::printf(
+            "no CUDA device%s: running the checks that need no GPU (fields, shapes, formats, serialize round "
+            "trip)\n",
+            cpuOnly ? " (--cpu-only)" : "");
     }
 
     Counts counts;
@@ -97,22 +110,27 @@ int main(int argc, char** argv)
         std::printf("FAIL dlopen %s :: %s\nharness: 0 passed, 1 failed\n", library.c_str(), dlerror());
         return 1;
     }
-    std::set<std::string> const expectedNames{"L2Normalize", "PReLU", "LeakyReLU", "FullyConnected", "Pool", "ConcatCopy"};
-    auto registeredNames = [] {
+    std::set<std::string> const expectedNames{"L2Normalize",    "PReLU", "LeakyReLU",
+                                              "FullyConnected", "Pool",  "ConcatCopy"};
+    auto registeredNames = []
+    {
         std::set<std::string> names;
         int32_t n = 0;
         auto* const* creators = HarnessRegistry::instance().getAllCreators(&n);
         for (int32_t i = 0; i < n; ++i)
         {
             if (auto* v3 = asV3Creator(creators[i]))
-                names.insert(std::string(v3->getPluginNamespace()) + "::" + v3->getPluginName() + "@" + v3->getPluginVersion());
+                names.insert(std::string(v3->getPluginNamespace()) + "::" + v3->getPluginName() + "@" +
+                             v3->getPluginVersion());
         }
         return names;
     };
     std::set<std::string> expectedKeys;
     for (auto const& n : expectedNames) expectedKeys.insert("trt_plugin_kit::" + n + "@1");
-    counts.record(registeredNames() == expectedKeys && HarnessRegistry::instance().size() == expectedKeys.size(),
-                  "registry: static registration on dlopen", std::to_string(HarnessRegistry::instance().size()) + " creators");
+    counts.record(
+        registeredNames() == expectedKeys && HarnessRegistry::instance().size() == expectedKeys.size(),
+        "registry: static registration on dlopen",
+        std::to_string(HarnessRegistry::instance().size()) + " creators");
 
     // ---- 2. the loadLibrary path: exported entry points, logger hand-over, no duplicate registration.
     using SetLoggerFinder = void (*)(nvinfer1::ILoggerFinder*);
@@ -122,7 +140,8 @@ int main(int argc, char** argv)
     auto* loaded = HarnessRegistry::instance().loadLibrary(library.c_str());
     counts.record(exported && loaded != nullptr && registeredNames() == expectedKeys &&
                       HarnessRegistry::instance().size() == expectedKeys.size(),
-                  "registry: setLoggerFinder/getCreators exported, loadLibrary registers each creator once", "");
+                  "registry: setLoggerFinder/getCreators exported, loadLibrary registers each creator once",
+                  "");
 
     // ---- 3. field declarations
     for (auto const& name : expectedNames)

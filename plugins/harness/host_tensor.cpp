@@ -46,11 +46,16 @@ size_t sizeOf(DataType type)
 {
     switch (type)
     {
-    case DataType::kFLOAT: return 4;
-    case DataType::kHALF: return 2;
-    case DataType::kINT8: return 1;
-    case DataType::kINT32: return 4;
-    default: throw std::runtime_error("harness: unsupported type");
+        case DataType::kFLOAT:
+            return 4;
+        case DataType::kHALF:
+            return 2;
+        case DataType::kINT8:
+            return 1;
+        case DataType::kINT32:
+            return 4;
+        default:
+            throw std::runtime_error("harness: unsupported type");
     }
 }
 
@@ -58,15 +63,24 @@ char const* typeName(DataType type)
 {
     switch (type)
     {
-    case DataType::kFLOAT: return "fp32";
-    case DataType::kHALF: return "fp16";
-    case DataType::kINT8: return "int8";
-    case DataType::kINT32: return "int32";
-    case DataType::kBF16: return "bf16";
-    case DataType::kBOOL: return "bool";
-    case DataType::kUINT8: return "uint8";
-    case DataType::kINT64: return "int64";
-    default: return "other";
+        case DataType::kFLOAT:
+            return "fp32";
+        case DataType::kHALF:
+            return "fp16";
+        case DataType::kINT8:
+            return "int8";
+        case DataType::kINT32:
+            return "int32";
+        case DataType::kBF16:
+            return "bf16";
+        case DataType::kBOOL:
+            return "bool";
+        case DataType::kUINT8:
+            return "uint8";
+        case DataType::kINT64:
+            return "int64";
+        default:
+            return "other";
     }
 }
 
@@ -79,11 +93,16 @@ double HostTensor::get(int64_t i) const
 {
     switch (type)
     {
-    case DataType::kFLOAT: return reinterpret_cast<float const*>(bytes.data())[i];
-    case DataType::kHALF: return __half2float(reinterpret_cast<__half const*>(bytes.data())[i]);
-    case DataType::kINT8: return reinterpret_cast<int8_t const*>(bytes.data())[i];
-    case DataType::kINT32: return reinterpret_cast<int32_t const*>(bytes.data())[i];
-    default: throw std::runtime_error("harness: unsupported type");
+        case DataType::kFLOAT:
+            return reinterpret_cast<float const*>(bytes.data())[i];
+        case DataType::kHALF:
+            return __half2float(reinterpret_cast<__half const*>(bytes.data())[i]);
+        case DataType::kINT8:
+            return reinterpret_cast<int8_t const*>(bytes.data())[i];
+        case DataType::kINT32:
+            return reinterpret_cast<int32_t const*>(bytes.data())[i];
+        default:
+            throw std::runtime_error("harness: unsupported type");
     }
 }
 
@@ -91,13 +110,20 @@ void HostTensor::set(int64_t i, double value)
 {
     switch (type)
     {
-    case DataType::kFLOAT: reinterpret_cast<float*>(bytes.data())[i] = static_cast<float>(value); break;
-    case DataType::kHALF:
-        reinterpret_cast<__half*>(bytes.data())[i] = __float2half_rn(static_cast<float>(value));
-        break;
-    case DataType::kINT8: reinterpret_cast<int8_t*>(bytes.data())[i] = static_cast<int8_t>(value); break;
-    case DataType::kINT32: reinterpret_cast<int32_t*>(bytes.data())[i] = static_cast<int32_t>(value); break;
-    default: throw std::runtime_error("harness: unsupported type");
+        case DataType::kFLOAT:
+            reinterpret_cast<float*>(bytes.data())[i] = static_cast<float>(value);
+            break;
+        case DataType::kHALF:
+            reinterpret_cast<__half*>(bytes.data())[i] = __float2half_rn(static_cast<float>(value));
+            break;
+        case DataType::kINT8:
+            reinterpret_cast<int8_t*>(bytes.data())[i] = static_cast<int8_t>(value);
+            break;
+        case DataType::kINT32:
+            reinterpret_cast<int32_t*>(bytes.data())[i] = static_cast<int32_t>(value);
+            break;
+        default:
+            throw std::runtime_error("harness: unsupported type");
     }
 }
 
@@ -121,17 +147,28 @@ size_t fieldTypeSize(PluginFieldType type)
 {
     switch (type)
     {
-    case PluginFieldType::kFLOAT16: return 2;
-    case PluginFieldType::kFLOAT32: return 4;
-    case PluginFieldType::kFLOAT64: return 8;
-    case PluginFieldType::kINT8: return 1;
-    case PluginFieldType::kINT16: return 2;
-    case PluginFieldType::kINT32: return 4;
-    case PluginFieldType::kCHAR: return 1;
-    case PluginFieldType::kINT64: return 8;
-    case PluginFieldType::kBF16: return 2;
-    case PluginFieldType::kDIMS: return sizeof(Dims);
-    default: return 1;
+        case PluginFieldType::kFLOAT16:
+            return 2;
+        case PluginFieldType::kFLOAT32:
+            return 4;
+        case PluginFieldType::kFLOAT64:
+            return 8;
+        case PluginFieldType::kINT8:
+            return 1;
+        case PluginFieldType::kINT16:
+            return 2;
+        case PluginFieldType::kINT32:
+            return 4;
+        case PluginFieldType::kCHAR:
+            return 1;
+        case PluginFieldType::kINT64:
+            return 8;
+        case PluginFieldType::kBF16:
+            return 2;
+        case PluginFieldType::kDIMS:
+            return sizeof(Dims);
+        default:
+            return 1;
     }
 }
 
@@ -187,7 +224,8 @@ std::string FieldSet::toJson() const
         first = false;
         if (e.type == PluginFieldType::kCHAR)
         {
-            out << "\"" << std::string(e.data.begin(), std::find(e.data.begin(), e.data.end(), uint8_t{0})) << "\"";
+            out << "\"" << std::string(e.data.begin(), std::find(e.data.begin(), e.data.end(), uint8_t{0}))
+                << "\"";
             continue;
         }
         out << "[";
@@ -223,7 +261,8 @@ SerializedFields::SerializedFields(PluginFieldCollection const* fc)
     {
         throw std::runtime_error("getFieldsToSerialize returned null");
     }
-    auto put = [&](void const* p, size_t n) {
+    auto put = [&](void const* p, size_t n)
+    {
         auto const* b = static_cast<uint8_t const*>(p);
         mBlob.insert(mBlob.end(), b, b + n);
     };
@@ -246,7 +285,8 @@ SerializedFields::SerializedFields(PluginFieldCollection const* fc)
     }
     // Read back into fresh storage.
     size_t offset = 0;
-    auto get = [&](void* p, size_t n) {
+    auto get = [&](void* p, size_t n)
+    {
         std::memcpy(p, mBlob.data() + offset, n);
         offset += n;
     };
@@ -268,6 +308,9 @@ SerializedFields::SerializedFields(PluginFieldCollection const* fc)
     }
 }
 
-PluginFieldCollection const* SerializedFields::collection() { return mFields.collection(); }
+PluginFieldCollection const* SerializedFields::collection()
+{
+    return mFields.collection();
+}
 
 }  // namespace harness

@@ -45,8 +45,8 @@ public:
     FieldSet& addFloats(std::string const& name, std::vector<float> const& values);
     FieldSet& addString(std::string const& name, std::string const& value);
     //! Any raw field: wrong types, lengths that lie, null data, for the rejection tests.
-    FieldSet& addRaw(std::string const& name, nvinfer1::PluginFieldType type, std::vector<uint8_t> const& bytes,
-                     int32_t length, bool nullData = false);
+    FieldSet& addRaw(std::string const& name, nvinfer1::PluginFieldType type,
+                     std::vector<uint8_t> const& bytes, int32_t length, bool nullData = false);
 
     //! Valid until the FieldSet changes or is destroyed; copies of a FieldSet are independent.
     nvinfer1::PluginFieldCollection const* collection();

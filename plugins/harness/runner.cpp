@@ -54,9 +54,10 @@ struct Capabilities
 
 Capabilities capabilitiesOf(IPluginV3* plugin, std::string const& expectedName)
 {
-    Capabilities caps{static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE)),
-                      static_cast<IPluginV3OneBuild*>(plugin->getCapabilityInterface(PluginCapabilityType::kBUILD)),
-                      static_cast<IPluginV3OneRuntime*>(plugin->getCapabilityInterface(PluginCapabilityType::kRUNTIME))};
+    Capabilities caps{
+        static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE)),
+        static_cast<IPluginV3OneBuild*>(plugin->getCapabilityInterface(PluginCapabilityType::kBUILD)),
+        static_cast<IPluginV3OneRuntime*>(plugin->getCapabilityInterface(PluginCapabilityType::kRUNTIME))};
     if (!caps.core || !caps.build || !caps.runtime)
     {
         failStep("getCapabilityInterface returned null");
@@ -114,14 +115,15 @@ void checkOutputShapes(IPluginV3OneBuild* build, std::vector<TensorSpec> const& 
             {
                 if (!symbolic && !out[o].d[d]->isConstant())
                 {
-                    failStep("getOutputShapes: output ", o, " dim ", d, " is not constant for constant inputs");
+                    failStep("getOutputShapes: output ", o, " dim ", d,
+                             " is not constant for constant inputs");
                 }
                 got.d[d] = HarnessExprBuilder::evaluate(out[o].d[d], bindings);
             }
             if (toString(got) != toString(outputs[o].dims))
             {
-                failStep("getOutputShapes: output ", o, " is ", toString(got), ", expected ", toString(outputs[o].dims),
-                         symbolic ? " (symbolic batch)" : "");
+                failStep("getOutputShapes: output ", o, " is ", toString(got), ", expected ",
+                         toString(outputs[o].dims), symbolic ? " (symbolic batch)" : "");
             }
         }
     }
@@ -149,16 +151,17 @@ std::vector<DynamicPluginTensorDesc> dynamicDescs(std::vector<TensorSpec> const&
 
 //! supportsFormatCombination over every type and format TensorRT might offer, position by position, with
 //! earlier positions fixed to the case's choice (as TensorRT's format search does).
-void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& inputs, std::vector<TensorSpec> const& outputs)
+void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& inputs,
+                  std::vector<TensorSpec> const& outputs)
 {
     std::vector<TensorSpec> all(inputs);
     all.insert(all.end(), outputs.begin(), outputs.end());
     auto descs = dynamicDescs(all);
     int32_t const nbIn = static_cast<int32_t>(inputs.size());
     int32_t const nbOut = static_cast<int32_t>(outputs.size());
-    DataType const types[] = {DataType::kFLOAT, DataType::kHALF, DataType::kINT8, DataType::kINT32,
+    DataType const types[] = {DataType::kFLOAT, DataType::kHALF,  DataType::kINT8, DataType::kINT32,
                               DataType::kBOOL,  DataType::kUINT8, DataType::kBF16, DataType::kINT64};
-    TensorFormat const formats[] = {TensorFormat::kLINEAR, TensorFormat::kCHW2, TensorFormat::kHWC8,
+    TensorFormat const formats[] = {TensorFormat::kLINEAR, TensorFormat::kCHW2,  TensorFormat::kHWC8,
                                     TensorFormat::kCHW4,   TensorFormat::kCHW32, TensorFormat::kHWC};
     for (int32_t pos = 0; pos < nbIn + nbOut; ++pos)
     {
@@ -174,12 +177,14 @@ void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& input
                 {
                     failStep("supportsFormatCombination accepts a non-linear format at position ", pos);
                 }
-                chosenAccepted = chosenAccepted || (ok && type == all[pos].type && format == TensorFormat::kLINEAR);
+                chosenAccepted =
+                    chosenAccepted || (ok && type == all[pos].type && format == TensorFormat::kLINEAR);
             }
         }
         if (!chosenAccepted)
         {
-            failStep("supportsFormatCombination rejects ", typeName(all[pos].type), " linear at position ", pos);
+            failStep("supportsFormatCombination rejects ", typeName(all[pos].type), " linear at position ",
+                     pos);
         }
         descs[pos].desc.type = all[pos].type;
         descs[pos].desc.format = TensorFormat::kLINEAR;
@@ -268,11 +273,15 @@ double compare(HostTensor const& got, Reference const& ref, std::string& where)
 
 void writeNpy(std::string const& path, HostTensor const& t)
 {
-    char const* descr = t.type == DataType::kFLOAT ? "<f4" : t.type == DataType::kHALF ? "<f2" : t.type == DataType::kINT8 ? "|i1" : "<i4";
+    char const* descr = t.type == DataType::kFLOAT  ? "<f4"
+                        : t.type == DataType::kHALF ? "<f2"
+                        : t.type == DataType::kINT8 ? "|i1"
+                                                    : "<i4";
     std::string shape = "(";
     for (int32_t d = 0; d < t.dims.nbDims; ++d) shape += std::to_string(t.dims.d[d]) + ",";
     shape += ")";
-    std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
+    std::string header =
+        "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': " + shape + ", }";
     size_t const total = 10 + header.size() + 1;
     header.append((64 - total % 64) % 64, ' ');
     header += '\n';
@@ -338,8 +347,10 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
 
         // ---- serialize round trip: fields -> bytes -> fields -> createPlugin(kRUNTIME)
         SerializedFields serialized(caps.runtime->getFieldsToSerialize());
-        PluginPtr runtimePlugin(creator->createPlugin("layer", serialized.collection(), TensorRTPhase::kRUNTIME));
-        if (!runtimePlugin) failStep("createPlugin(kRUNTIME) from serialized fields failed: ", errorsLogged(logger));
+        PluginPtr runtimePlugin(
+            creator->createPlugin("layer", serialized.collection(), TensorRTPhase::kRUNTIME));
+        if (!runtimePlugin)
+            failStep("createPlugin(kRUNTIME) from serialized fields failed: ", errorsLogged(logger));
         Capabilities runtimeCaps = capabilitiesOf(runtimePlugin.get(), c.plugin);
         SerializedFields again(runtimeCaps.runtime->getFieldsToSerialize());
         if (again.blob() != serialized.blob()) failStep("serialize round trip changed the fields");
@@ -375,7 +386,8 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         for (auto const& t : inputs)
         {
             dIn.push_back(std::make_unique<DeviceAllocation>(t.bytes.size()));
-            cudaOk(cudaMemcpy(dIn.back()->ptr, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice), "upload");
+            cudaOk(cudaMemcpy(dIn.back()->ptr, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice),
+                   "upload");
             inPtrs.push_back(dIn.back()->ptr);
         }
         std::vector<HostTensor> outputs;
@@ -387,20 +399,23 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         }
         DeviceAllocation workspace(workspaceBytes);
         StreamGuard stream;
-        auto poison = [&] {
+        auto poison = [&]
+        {
             for (auto const& d : dOut)
                 if (d->bytes) cudaOk(cudaMemset(d->ptr, 0xFF, d->bytes), "poison outputs");  // NaN / -1
             cudaOk(cudaDeviceSynchronize(), "sync");
         };
-        auto download = [&](std::vector<HostTensor>& into) {
+        auto download = [&](std::vector<HostTensor>& into)
+        {
             for (size_t o = 0; o < into.size(); ++o)
-                cudaOk(cudaMemcpy(into[o].bytes.data(), dOut[o]->ptr, into[o].bytes.size(), cudaMemcpyDeviceToHost),
+                cudaOk(cudaMemcpy(into[o].bytes.data(), dOut[o]->ptr, into[o].bytes.size(),
+                                  cudaMemcpyDeviceToHost),
                        "download");
         };
 
         poison();
-        if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(), outPtrs.data(),
-                                          workspace.ptr, stream.stream) != 0)
+        if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
+                                          outPtrs.data(), workspace.ptr, stream.stream) != 0)
             failStep("enqueue failed: ", errorsLogged(logger));
         cudaOk(cudaStreamSynchronize(stream.stream), "kernel execution");
         download(outputs);
@@ -412,13 +427,15 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
             std::string where;
             double const err = compare(outputs[o], references[o], where);
             bool const integer = outputs[o].type == DataType::kINT8 || outputs[o].type == DataType::kINT32;
-            detail << (o ? ", " : "") << "out" << o << (integer ? " max diff " : " max rel err ") << std::scientific
-                   << err;
-            if (!(err <= c.tolerance)) failStep("output ", o, " error ", err, " > ", c.tolerance, " at ", where);
+            detail << (o ? ", " : "") << "out" << o << (integer ? " max diff " : " max rel err ")
+                   << std::scientific << err;
+            if (!(err <= c.tolerance))
+                failStep("output ", o, " error ", err, " > ", c.tolerance, " at ", where);
         }
 
-        // ---- tactics: what TensorRT times at build time. Each one must be correct too; setTactic comes after
-        // onShapeChange here (TensorRT does not promise an order), so the plugin must be ready without another.
+        // ---- tactics: what TensorRT times at build time. Each one must be correct too; setTactic comes
+        // after onShapeChange here (TensorRT does not promise an order), so the plugin must be ready without
+        // another.
         int32_t const nbTactics = attachedCaps.build->getNbTactics();
         if (nbTactics > 0)
         {
@@ -430,8 +447,8 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
                 if (attachedCaps.runtime->setTactic(tactic) != 0)
                     failStep("setTactic(", tactic, ") failed: ", errorsLogged(logger));
                 poison();
-                if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(), outPtrs.data(),
-                                                  workspace.ptr, stream.stream) != 0)
+                if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
+                                                  outPtrs.data(), workspace.ptr, stream.stream) != 0)
                     failStep("enqueue with tactic ", tactic, " failed: ", errorsLogged(logger));
                 cudaOk(cudaStreamSynchronize(stream.stream), "kernel execution (tactic)");
                 std::vector<HostTensor> tactical;
@@ -442,7 +459,8 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
                     std::string where;
                     double const err = compare(tactical[o], references[o], where);
                     if (!(err <= c.tolerance))
-                        failStep("tactic ", tactic, ": output ", o, " error ", err, " > ", c.tolerance, " at ", where);
+                        failStep("tactic ", tactic, ": output ", o, " error ", err, " > ", c.tolerance,
+                                 " at ", where);
                 }
             }
             if (attachedCaps.runtime->setTactic(0) != 0) failStep("setTactic(0) failed");
@@ -454,8 +472,9 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         poison();
         cudaGraph_t graph = nullptr;
         cudaOk(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "begin capture");
-        int32_t const captured = attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
-                                                               outPtrs.data(), workspace.ptr, stream.stream);
+        int32_t const captured =
+            attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
+                                          outPtrs.data(), workspace.ptr, stream.stream);
         cudaError_t const endStatus = cudaStreamEndCapture(stream.stream, &graph);
         if (captured != 0 || endStatus != cudaSuccess)
         {
@@ -475,18 +494,21 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         for (auto const& s : c.outputs) replayed.emplace_back(s.type, s.dims);
         download(replayed);
         for (int32_t o = 0; o < nbOut; ++o)
-            if (replayed[o].bytes != outputs[o].bytes) failStep("graph replay of output ", o, " differs from enqueue");
+            if (replayed[o].bytes != outputs[o].bytes)
+                failStep("graph replay of output ", o, " differs from enqueue");
         detail << "; graph replay identical";
 
         if (!options.dumpDir.empty() && c.dump)
         {
             std::string const base = options.dumpDir + "/case" + std::to_string(caseIndex);
-            for (size_t i = 0; i < inputs.size(); ++i) writeNpy(base + "_in" + std::to_string(i) + ".npy", inputs[i]);
-            for (size_t o = 0; o < outputs.size(); ++o) writeNpy(base + "_out" + std::to_string(o) + ".npy", outputs[o]);
+            for (size_t i = 0; i < inputs.size(); ++i)
+                writeNpy(base + "_in" + std::to_string(i) + ".npy", inputs[i]);
+            for (size_t o = 0; o < outputs.size(); ++o)
+                writeNpy(base + "_out" + std::to_string(o) + ".npy", outputs[o]);
             std::ofstream meta(base + ".json");
-            meta << "{\"plugin\": \"" << c.plugin << "\", \"label\": \"" << c.label << "\", \"tolerance\": " << c.tolerance
-                 << ", \"inputs\": " << inputs.size() << ", \"outputs\": " << outputs.size()
-                 << ", \"fields\": " << c.fields.toJson() << "}\n";
+            meta << "{\"plugin\": \"" << c.plugin << "\", \"label\": \"" << c.label
+                 << "\", \"tolerance\": " << c.tolerance << ", \"inputs\": " << inputs.size()
+                 << ", \"outputs\": " << outputs.size() << ", \"fields\": " << c.fields.toJson() << "}\n";
         }
         result.pass = true;
         result.detail = detail.str();
@@ -516,7 +538,8 @@ Result runReject(RejectCase& r, RecordingLogger& logger)
         std::string const errors = errorsLogged(logger);
         if (plugin)
         {
-            result.detail = std::string("createPlugin accepted the fields in phase ") + (phase == TensorRTPhase::kBUILD ? "kBUILD" : "kRUNTIME");
+            result.detail = std::string("createPlugin accepted the fields in phase ") +
+                            (phase == TensorRTPhase::kBUILD ? "kBUILD" : "kRUNTIME");
             return result;
         }
         if (errors.find(r.expect) == std::string::npos)
@@ -543,8 +566,8 @@ Result runShapeError(ShapeErrorCase& s, RecordingLogger& logger)
         Capabilities caps = capabilitiesOf(plugin.get(), s.plugin);
         int32_t const nbIn = static_cast<int32_t>(s.inputs.size());
         int32_t const nbOut = static_cast<int32_t>(s.outputs.size());
-        // getOutputShapes with constant dims, configurePlugin, onShapeChange: at least the first two must fail,
-        // and none may crash.
+        // getOutputShapes with constant dims, configurePlugin, onShapeChange: at least the first two must
+        // fail, and none may crash.
         HarnessExprBuilder builder;
         std::vector<DimsExprs> in(s.inputs.size()), out(s.outputs.size());
         for (int32_t i = 0; i < nbIn; ++i)
@@ -552,18 +575,20 @@ Result runShapeError(ShapeErrorCase& s, RecordingLogger& logger)
             in[i].nbDims = s.inputs[i].dims.nbDims;
             for (int32_t d = 0; d < in[i].nbDims; ++d) in[i].d[d] = builder.constant(s.inputs[i].dims.d[d]);
         }
-        int32_t const shapes = caps.build->getOutputShapes(in.data(), nbIn, nullptr, 0, out.data(), nbOut, builder);
+        int32_t const shapes =
+            caps.build->getOutputShapes(in.data(), nbIn, nullptr, 0, out.data(), nbOut, builder);
         auto inDyn = dynamicDescs(s.inputs);
         auto outDyn = dynamicDescs(s.outputs);
-        for (size_t i = 0; i < inDyn.size(); ++i) inDyn[i].desc.dims = inDyn[i].min = inDyn[i].max = s.inputs[i].dims;
+        for (size_t i = 0; i < inDyn.size(); ++i)
+            inDyn[i].desc.dims = inDyn[i].min = inDyn[i].max = s.inputs[i].dims;
         int32_t const configured = caps.build->configurePlugin(inDyn.data(), nbIn, outDyn.data(), nbOut);
         auto inRt = runtimeDescs(s.inputs);
         auto outRt = runtimeDescs(s.outputs);
         int32_t const changed = caps.runtime->onShapeChange(inRt.data(), nbIn, outRt.data(), nbOut);
         std::string const errors = errorsLogged(logger);
         if (shapes == 0 || configured == 0 || changed == 0)
-            failStep("not reported by every stage (getOutputShapes ", shapes, ", configurePlugin ", configured,
-                     ", onShapeChange ", changed, ")");
+            failStep("not reported by every stage (getOutputShapes ", shapes, ", configurePlugin ",
+                     configured, ", onShapeChange ", changed, ")");
         if (errors.find(s.expect) == std::string::npos)
             failStep("logged errors do not mention '", s.expect, "': ", errors);
         result.pass = true;

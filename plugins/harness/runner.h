@@ -2,10 +2,10 @@
 // calls up to enqueue on a non-default stream and a CUDA-graph replay.
 #pragma once
 
+#include <string>
+
 #include "cases.h"
 #include "trt_fakes.h"
-
-#include <string>
 
 namespace harness
 {

@@ -41,7 +41,8 @@ std::string HarnessRegistry::key(IPluginCreatorInterface const& creator) const
     return std::string(v3->getPluginNamespace()) + "::" + v3->getPluginName() + "@" + v3->getPluginVersion();
 }
 
-bool HarnessRegistry::registerCreator(IPluginCreatorInterface& creator, AsciiChar const* const /*ns*/) noexcept
+bool HarnessRegistry::registerCreator(IPluginCreatorInterface& creator,
+                                      AsciiChar const* const /*ns*/) noexcept
 {
     std::lock_guard<std::mutex> lock(mMutex);
     std::string const k = key(creator);
@@ -54,7 +55,8 @@ bool HarnessRegistry::registerCreator(IPluginCreatorInterface& creator, AsciiCha
     {
         if (existing == k)
         {
-            return false;  // As TensorRT: a second creator with the same name, version and namespace is refused.
+            return false;  // As TensorRT: a second creator with the same name, version and namespace is
+                           // refused.
         }
     }
     mCreators.push_back(&creator);
@@ -89,7 +91,8 @@ IPluginCreatorInterface* HarnessRegistry::getCreator(AsciiChar const* const plug
                                                      AsciiChar const* const pluginNamespace) noexcept
 {
     std::lock_guard<std::mutex> lock(mMutex);
-    std::string const k = std::string(pluginNamespace ? pluginNamespace : "") + "::" + pluginName + "@" + pluginVersion;
+    std::string const k =
+        std::string(pluginNamespace ? pluginNamespace : "") + "::" + pluginName + "@" + pluginVersion;
     for (size_t i = 0; i < mKeys.size(); ++i)
     {
         if (mKeys[i] == k)
@@ -109,7 +112,7 @@ IPluginRegistry::PluginLibraryHandle HarnessRegistry::loadLibrary(AsciiChar cons
         std::fprintf(stderr, "harness registry: dlopen(%s) failed: %s\n", pluginPath, dlerror());
         return nullptr;
     }
-    using GetCreators = IPluginCreatorInterface* const* (*) (int32_t&);
+    using GetCreators = IPluginCreatorInterface* const* (*)(int32_t&);
     auto getCreators = reinterpret_cast<GetCreators>(dlsym(handle, "getCreators"));
     if (getCreators == nullptr)
     {
@@ -172,7 +175,10 @@ public:
     public:
         explicit Impl(HarnessExpr const& owner) : mOwner(owner) {}
         bool isConstant() const override { return mOwner.kind == Kind::kConstant; }
-        int64_t getConstantValue() const override { return mOwner.kind == Kind::kConstant ? mOwner.value : -1; }
+        int64_t getConstantValue() const override
+        {
+            return mOwner.kind == Kind::kConstant ? mOwner.value : -1;
+        }
         bool isSizeTensor() const override { return false; }
 
     private:
@@ -199,25 +205,32 @@ int64_t apply(DimensionOperation op, int64_t a, int64_t b)
 {
     switch (op)
     {
-    case DimensionOperation::kSUM: return a + b;
-    case DimensionOperation::kPROD: return a * b;
-    case DimensionOperation::kMAX: return std::max(a, b);
-    case DimensionOperation::kMIN: return std::min(a, b);
-    case DimensionOperation::kSUB: return a - b;
-    case DimensionOperation::kEQUAL: return a == b ? 1 : 0;
-    case DimensionOperation::kLESS: return a < b ? 1 : 0;
-    case DimensionOperation::kFLOOR_DIV:
-    {
-        if (b == 0) throw std::runtime_error("floor division by zero in a shape expression");
-        int64_t q = a / b;
-        return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-    }
-    case DimensionOperation::kCEIL_DIV:
-    {
-        if (b == 0) throw std::runtime_error("ceil division by zero in a shape expression");
-        int64_t q = a / b;
-        return (q * b != a && ((a < 0) == (b < 0))) ? q + 1 : q;
-    }
+        case DimensionOperation::kSUM:
+            return a + b;
+        case DimensionOperation::kPROD:
+            return a * b;
+        case DimensionOperation::kMAX:
+            return std::max(a, b);
+        case DimensionOperation::kMIN:
+            return std::min(a, b);
+        case DimensionOperation::kSUB:
+            return a - b;
+        case DimensionOperation::kEQUAL:
+            return a == b ? 1 : 0;
+        case DimensionOperation::kLESS:
+            return a < b ? 1 : 0;
+        case DimensionOperation::kFLOOR_DIV:
+        {
+            if (b == 0) throw std::runtime_error("floor division by zero in a shape expression");
+            int64_t q = a / b;
+            return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+        }
+        case DimensionOperation::kCEIL_DIV:
+        {
+            if (b == 0) throw std::runtime_error("ceil division by zero in a shape expression");
+            int64_t q = a / b;
+            return (q * b != a && ((a < 0) == (b < 0))) ? q + 1 : q;
+        }
     }
     throw std::runtime_error("unknown DimensionOperation");
 }
@@ -265,11 +278,20 @@ private:
     std::deque<HarnessExpr> mExprs;
 };
 
-HarnessExprBuilder::HarnessExprBuilder() : mOwned(new Impl()) { mImpl = mOwned; }
+HarnessExprBuilder::HarnessExprBuilder() : mOwned(new Impl())
+{
+    mImpl = mOwned;
+}
 
-HarnessExprBuilder::~HarnessExprBuilder() noexcept { delete mOwned; }
+HarnessExprBuilder::~HarnessExprBuilder() noexcept
+{
+    delete mOwned;
+}
 
-IDimensionExpr const* HarnessExprBuilder::symbol(int32_t id) { return mOwned->symbol(id); }
+IDimensionExpr const* HarnessExprBuilder::symbol(int32_t id)
+{
+    return mOwned->symbol(id);
+}
 
 int64_t HarnessExprBuilder::evaluate(IDimensionExpr const* expr, std::map<int32_t, int64_t> const& bindings)
 {
@@ -280,10 +302,12 @@ int64_t HarnessExprBuilder::evaluate(IDimensionExpr const* expr, std::map<int32_
     auto const* e = static_cast<HarnessExpr const*>(expr);
     switch (e->kind)
     {
-    case HarnessExpr::Kind::kConstant: return e->value;
-    case HarnessExpr::Kind::kSymbol: return bindings.at(e->symbolId);
-    case HarnessExpr::Kind::kOperation:
-        return apply(e->op, evaluate(e->first, bindings), evaluate(e->second, bindings));
+        case HarnessExpr::Kind::kConstant:
+            return e->value;
+        case HarnessExpr::Kind::kSymbol:
+            return bindings.at(e->symbolId);
+        case HarnessExpr::Kind::kOperation:
+            return apply(e->op, evaluate(e->first, bindings), evaluate(e->second, bindings));
     }
     throw std::runtime_error("bad expression");
 }

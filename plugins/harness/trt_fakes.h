@@ -27,10 +27,11 @@ public:
     void deregisterLibrary(PluginLibraryHandle handle) noexcept override;
     bool registerCreator(nvinfer1::IPluginCreatorInterface& creator,
                          nvinfer1::AsciiChar const* const pluginNamespace) noexcept override;
-    nvinfer1::IPluginCreatorInterface* const* getAllCreators(int32_t* const numCreators) const noexcept override;
-    nvinfer1::IPluginCreatorInterface* getCreator(nvinfer1::AsciiChar const* const pluginName,
-                                                  nvinfer1::AsciiChar const* const pluginVersion,
-                                                  nvinfer1::AsciiChar const* const pluginNamespace = "") noexcept override;
+    nvinfer1::IPluginCreatorInterface* const* getAllCreators(
+        int32_t* const numCreators) const noexcept override;
+    nvinfer1::IPluginCreatorInterface* getCreator(
+        nvinfer1::AsciiChar const* const pluginName, nvinfer1::AsciiChar const* const pluginVersion,
+        nvinfer1::AsciiChar const* const pluginNamespace = "") noexcept override;
     bool deregisterCreator(nvinfer1::IPluginCreatorInterface const& creator) noexcept override;
     nvinfer1::IPluginResource* acquirePluginResource(nvinfer1::AsciiChar const*,
                                                      nvinfer1::IPluginResource*) noexcept override
@@ -38,28 +39,39 @@ public:
         return nullptr;
     }
     int32_t releasePluginResource(nvinfer1::AsciiChar const*) noexcept override { return -1; }
-    nvinfer1::IPluginCreatorInterface* const* getAllCreatorsRecursive(int32_t* const numCreators) noexcept override
+    nvinfer1::IPluginCreatorInterface* const* getAllCreatorsRecursive(
+        int32_t* const numCreators) noexcept override
     {
         return getAllCreators(numCreators);
     }
 
 #if NV_TENSORRT_MAJOR < 11
     // TensorRT 10 still declares the IPluginV2 registry calls; this library has no V2 plugins.
-    bool registerCreator(nvinfer1::IPluginCreator&, nvinfer1::AsciiChar const* const) noexcept override { return false; }
+    bool registerCreator(nvinfer1::IPluginCreator&, nvinfer1::AsciiChar const* const) noexcept override
+    {
+        return false;
+    }
     nvinfer1::IPluginCreator* const* getPluginCreatorList(int32_t* const numCreators) const noexcept override
     {
         *numCreators = 0;
         return nullptr;
     }
-    nvinfer1::IPluginCreator* getPluginCreator(nvinfer1::AsciiChar const* const, nvinfer1::AsciiChar const* const,
+    nvinfer1::IPluginCreator* getPluginCreator(nvinfer1::AsciiChar const* const,
+                                               nvinfer1::AsciiChar const* const,
                                                nvinfer1::AsciiChar const* const = "") noexcept override
     {
         return nullptr;
     }
-    bool deregisterCreator(nvinfer1::IPluginCreator const&) noexcept override { return false; }
+    bool deregisterCreator(nvinfer1::IPluginCreator const&) noexcept override
+    {
+        return false;
+    }
 #endif
 
-    size_t size() const { return mCreators.size(); }
+    size_t size() const
+    {
+        return mCreators.size();
+    }
 
 private:
     HarnessRegistry() = default;

@@ -1,9 +1,8 @@
 // L2Normalize kernels. The common case (normalizing the last, contiguous axis) is one fused pass: each row
 // is loaded into registers with 128-bit loads, reduced, scaled and stored, so every byte is read once and
 // written once. Rows too long for registers, unaligned rows and strided axes fall back to two-pass kernels.
-#include "l2normalize_kernel.h"
-
 #include "../common/cuda_utils.cuh"
+#include "l2normalize_kernel.h"
 
 namespace trt_plugin_kit
 {
@@ -56,7 +55,8 @@ constexpr int blockThreads()
 //! One row per `ThreadsPerRow` threads, each holding `VecsPerThread` 16-byte vectors in registers.
 template <typename T, int ThreadsPerRow, int VecsPerThread>
 __global__ void __launch_bounds__(blockThreads<ThreadsPerRow>())
-    l2NormRowsInRegisters(T const* __restrict__ x, T* __restrict__ y, int64_t rows, int32_t rowVecs, float eps)
+    l2NormRowsInRegisters(T const* __restrict__ x, T* __restrict__ y, int64_t rows, int32_t rowVecs,
+                          float eps)
 {
     constexpr int kVec = Vec16<T>::kSize;
     constexpr int kRowsPerBlock = blockThreads<ThreadsPerRow>() / ThreadsPerRow;
@@ -135,8 +135,9 @@ __global__ void __launch_bounds__(kBlock)
 
 //! Normalizing a non-innermost axis: one thread per (outer, inner) column, coalesced along `inner`.
 template <typename T>
-__global__ void __launch_bounds__(kBlock) l2NormStrided(T const* __restrict__ x, T* __restrict__ y, int64_t outer,
-                                                        int64_t length, int64_t inner, float eps)
+__global__ void __launch_bounds__(kBlock)
+    l2NormStrided(T const* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t length, int64_t inner,
+                  float eps)
 {
     int64_t const columns = outer * inner;
     for (int64_t c = static_cast<int64_t>(blockIdx.x) * kBlock + threadIdx.x; c < columns;
@@ -166,7 +167,8 @@ cudaError_t launchRows(T const* x, T* y, int64_t rows, int64_t rowVecs, float ep
     constexpr int kThreads = blockThreads<ThreadsPerRow>();
     constexpr int kRowsPerBlock = kThreads / ThreadsPerRow;
     l2NormRowsInRegisters<T, ThreadsPerRow, VecsPerThread>
-        <<<ceilDiv(rows, kRowsPerBlock), kThreads, 0, stream>>>(x, y, rows, static_cast<int32_t>(rowVecs), eps);
+        <<<ceilDiv(rows, kRowsPerBlock), kThreads, 0, stream>>>(x, y, rows, static_cast<int32_t>(rowVecs),
+                                                                eps);
     return cudaGetLastError();
 }
 
@@ -205,17 +207,19 @@ cudaError_t launchTyped(T const* x, T* y, int64_t outer, int64_t length, int64_t
 
 }  // namespace
 
-cudaError_t launchL2Normalize(DataType type, void const* x, void* y, int64_t outer, int64_t length, int64_t inner,
-                              float eps, cudaStream_t stream)
+cudaError_t launchL2Normalize(DataType type, void const* x, void* y, int64_t outer, int64_t length,
+                              int64_t inner, float eps, cudaStream_t stream)
 {
     switch (type)
     {
-    case DataType::kFLOAT:
-        return launchTyped(static_cast<float const*>(x), static_cast<float*>(y), outer, length, inner, eps, stream);
-    case DataType::kHALF:
-        return launchTyped(static_cast<__half const*>(x), static_cast<__half*>(y), outer, length, inner, eps,
-                           stream);
-    default: return cudaErrorInvalidValue;
+        case DataType::kFLOAT:
+            return launchTyped(static_cast<float const*>(x), static_cast<float*>(y), outer, length, inner,
+                               eps, stream);
+        case DataType::kHALF:
+            return launchTyped(static_cast<__half const*>(x), static_cast<__half*>(y), outer, length, inner,
+                               eps, stream);
+        default:
+            return cudaErrorInvalidValue;
     }
 }
 

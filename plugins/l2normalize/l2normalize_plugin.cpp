@@ -1,9 +1,9 @@
 #include "l2normalize_plugin.h"
 
+#include <cmath>
+
 #include "../common/tensor.h"
 #include "l2normalize_kernel.h"
-
-#include <cmath>
 
 namespace trt_plugin_kit
 {
@@ -35,9 +35,9 @@ void L2NormalizePlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDes
     mInner = volume(dims, axis + 1);
 }
 
-int32_t L2NormalizePlugin::enqueueImpl(PluginTensorDesc const* inputDesc, PluginTensorDesc const* /*outputDesc*/,
-                                       void const* const* inputs, void* const* outputs, void* /*workspace*/,
-                                       cudaStream_t stream)
+int32_t L2NormalizePlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
+                                       PluginTensorDesc const* /*outputDesc*/, void const* const* inputs,
+                                       void* const* outputs, void* /*workspace*/, cudaStream_t stream)
 {
     return launchL2Normalize(inputDesc[0].type, inputs[0], outputs[0], mOuter, mLength, mInner, mParams.eps,
                              stream);
@@ -55,14 +55,15 @@ L2NormalizeCreator::L2NormalizeCreator() : CreatorBase(L2NormalizePlugin::kName)
     mFieldNames.declare("eps", PluginFieldType::kFLOAT32, 1);
 }
 
-std::unique_ptr<PluginBase> L2NormalizeCreator::create(PluginFieldCollection const* fc, TensorRTPhase /*phase*/) const
+std::unique_ptr<PluginBase> L2NormalizeCreator::create(PluginFieldCollection const* fc,
+                                                       TensorRTPhase /*phase*/) const
 {
     FieldReader fields(L2NormalizePlugin::kName, fc, {"axis", "eps"});
     L2NormalizeParams params;
     params.axis = fields.getInt("axis").value_or(params.axis);
     params.eps = fields.getFloat("eps").value_or(params.eps);
-    check(params.axis >= -kMaxRank && params.axis < kMaxRank, "axis ", params.axis, " is out of range for any rank",
-          " up to ", kMaxRank);
+    check(params.axis >= -kMaxRank && params.axis < kMaxRank, "axis ", params.axis,
+          " is out of range for any rank", " up to ", kMaxRank);
     check(params.eps >= 0.F, "eps must be >= 0, got ", params.eps);
     return std::make_unique<L2NormalizePlugin>(params);
 }

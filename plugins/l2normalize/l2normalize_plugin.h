@@ -21,13 +21,17 @@ public:
     explicit L2NormalizePlugin(L2NormalizeParams params) : UnaryFloatPlugin(kName), mParams(params) {}
 
 protected:
-    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<L2NormalizePlugin>(*this); }
+    std::unique_ptr<PluginBase> cloneImpl() const override
+    {
+        return std::make_unique<L2NormalizePlugin>(*this);
+    }
     void checkRank(int32_t rank) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in, nvinfer1::DynamicPluginTensorDesc const* out) override;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
+                   nvinfer1::DynamicPluginTensorDesc const* out) override;
     void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-                        void const* const* inputs, void* const* outputs, void* workspace,
-                        cudaStream_t stream) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
+                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
+                        void* const* outputs, void* workspace, cudaStream_t stream) override;
     void serialize(FieldWriter& writer) const override;
 
 private:

@@ -1,6 +1,5 @@
-#include "leaky_relu_kernel.h"
-
 #include "../common/elementwise.cuh"
+#include "leaky_relu_kernel.h"
 
 namespace trt_plugin_kit
 {
@@ -29,14 +28,17 @@ cudaError_t launchTyped(void const* x, void* y, int64_t count, float negativeSlo
 }
 }  // namespace
 
-cudaError_t launchLeakyRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count, float negativeSlope,
-                            cudaStream_t stream)
+cudaError_t launchLeakyRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count,
+                            float negativeSlope, cudaStream_t stream)
 {
     switch (type)
     {
-    case nvinfer1::DataType::kFLOAT: return launchTyped<float>(x, y, count, negativeSlope, stream);
-    case nvinfer1::DataType::kHALF: return launchTyped<__half>(x, y, count, negativeSlope, stream);
-    default: return cudaErrorInvalidValue;
+        case nvinfer1::DataType::kFLOAT:
+            return launchTyped<float>(x, y, count, negativeSlope, stream);
+        case nvinfer1::DataType::kHALF:
+            return launchTyped<__half>(x, y, count, negativeSlope, stream);
+        default:
+            return cudaErrorInvalidValue;
     }
 }
 

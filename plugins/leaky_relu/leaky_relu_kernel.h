@@ -9,7 +9,7 @@ namespace trt_plugin_kit
 {
 
 //! y = x > 0 ? x : negativeSlope * x, FP32 or FP16.
-cudaError_t launchLeakyRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count, float negativeSlope,
-                            cudaStream_t stream);
+cudaError_t launchLeakyRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count,
+                            float negativeSlope, cudaStream_t stream);
 
 }  // namespace trt_plugin_kit

@@ -16,21 +16,25 @@ void LeakyReluPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc 
     mCount = checkRuntimeTensors(in, out);
 }
 
-int32_t LeakyReluPlugin::enqueueImpl(PluginTensorDesc const* inputDesc, PluginTensorDesc const* /*outputDesc*/,
-                                     void const* const* inputs, void* const* outputs, void* /*workspace*/,
-                                     cudaStream_t stream)
+int32_t LeakyReluPlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
+                                     PluginTensorDesc const* /*outputDesc*/, void const* const* inputs,
+                                     void* const* outputs, void* /*workspace*/, cudaStream_t stream)
 {
     return launchLeakyRelu(inputDesc[0].type, inputs[0], outputs[0], mCount, mNegativeSlope, stream);
 }
 
-void LeakyReluPlugin::serialize(FieldWriter& writer) const { writer.addFloat("negative_slope", mNegativeSlope); }
+void LeakyReluPlugin::serialize(FieldWriter& writer) const
+{
+    writer.addFloat("negative_slope", mNegativeSlope);
+}
 
 LeakyReluCreator::LeakyReluCreator() : CreatorBase(LeakyReluPlugin::kName)
 {
     mFieldNames.declare("negative_slope", PluginFieldType::kFLOAT32, 1);
 }
 
-std::unique_ptr<PluginBase> LeakyReluCreator::create(PluginFieldCollection const* fc, TensorRTPhase /*phase*/) const
+std::unique_ptr<PluginBase> LeakyReluCreator::create(PluginFieldCollection const* fc,
+                                                     TensorRTPhase /*phase*/) const
 {
     FieldReader fields(LeakyReluPlugin::kName, fc, {"negative_slope"});
     return std::make_unique<LeakyReluPlugin>(fields.getFloat("negative_slope").value_or(0.01F));

@@ -14,12 +14,15 @@ public:
     explicit LeakyReluPlugin(float negativeSlope) : UnaryFloatPlugin(kName), mNegativeSlope(negativeSlope) {}
 
 protected:
-    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<LeakyReluPlugin>(*this); }
+    std::unique_ptr<PluginBase> cloneImpl() const override
+    {
+        return std::make_unique<LeakyReluPlugin>(*this);
+    }
     void checkRank(int32_t rank) const override;
     void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-                        void const* const* inputs, void* const* outputs, void* workspace,
-                        cudaStream_t stream) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
+                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
+                        void* const* outputs, void* workspace, cudaStream_t stream) override;
     void serialize(FieldWriter& writer) const override;
 
 private:

@@ -1,6 +1,5 @@
-#include "prelu_kernel.h"
-
 #include "../common/elementwise.cuh"
+#include "prelu_kernel.h"
 
 namespace trt_plugin_kit
 {
@@ -29,18 +28,18 @@ struct SharedSlopeOp
     }
 };
 
-//! When a channel's plane (`inner`) is a multiple of the vector width, every 16-byte vector lies in one channel:
-//! one index division and one slope load per vector instead of per element. The per-element division was the
-//! bottleneck of FP16 (8 elements per vector): 65% of copy bandwidth on an H100 before, see
+//! When a channel's plane (`inner`) is a multiple of the vector width, every 16-byte vector lies in one
+//! channel: one index division and one slope load per vector instead of per element. The per-element division
+//! was the bottleneck of FP16 (8 elements per vector): 65% of copy bandwidth on an H100 before, see
 //! plugins/benchmarks/README.md.
 template <typename T, typename Index>
-__global__ void __launch_bounds__(kElementwiseBlock) preluChannelVectors(T const* __restrict__ x, T* __restrict__ y,
-                                                                          Index vecCount, Index innerVecs,
-                                                                          Index channels,
-                                                                          float const* __restrict__ slopes)
+__global__ void __launch_bounds__(kElementwiseBlock)
+    preluChannelVectors(T const* __restrict__ x, T* __restrict__ y, Index vecCount, Index innerVecs,
+                        Index channels, float const* __restrict__ slopes)
 {
     constexpr int kVec = Vec16<T>::kSize;
-    Index const firstVec = static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kElementwiseUnroll) + threadIdx.x;
+    Index const firstVec =
+        static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kElementwiseUnroll) + threadIdx.x;
     Vec16<T> values[kElementwiseUnroll];
 #pragma unroll
     for (int u = 0; u < kElementwiseUnroll; ++u)
@@ -84,7 +83,8 @@ cudaError_t launchTyped(void const* x, void* y, int64_t count, float const* slop
     if (inner % kVec == 0 && isAligned16(x) && isAligned16(y))
     {
         int64_t const vecCount = count / kVec;
-        unsigned const grid = std::max(1U, ceilDiv(vecCount, int64_t{kElementwiseBlock} * kElementwiseUnroll));
+        unsigned const grid =
+            std::max(1U, ceilDiv(vecCount, int64_t{kElementwiseBlock} * kElementwiseUnroll));
         if (vecCount <= INT32_MAX)
         {
             preluChannelVectors<T, uint32_t><<<grid, kElementwiseBlock, 0, stream>>>(
@@ -112,9 +112,12 @@ cudaError_t launchPRelu(nvinfer1::DataType type, void const* x, void* y, int64_t
 {
     switch (type)
     {
-    case nvinfer1::DataType::kFLOAT: return launchTyped<float>(x, y, count, slopes, channels, inner, stream);
-    case nvinfer1::DataType::kHALF: return launchTyped<__half>(x, y, count, slopes, channels, inner, stream);
-    default: return cudaErrorInvalidValue;
+        case nvinfer1::DataType::kFLOAT:
+            return launchTyped<float>(x, y, count, slopes, channels, inner, stream);
+        case nvinfer1::DataType::kHALF:
+            return launchTyped<__half>(x, y, count, slopes, channels, inner, stream);
+        default:
+            return cudaErrorInvalidValue;
     }
 }
 

@@ -20,8 +20,8 @@ void PReluPlugin::checkRank(int32_t rank) const
 
 void PReluPlugin::checkChannels(int64_t channels) const
 {
-    check(mSlopes.size() == 1 || static_cast<int64_t>(mSlopes.size()) == channels, "slopes has ", mSlopes.size(),
-          " values but the input has ", channels, " channels (dimension 1)");
+    check(mSlopes.size() == 1 || static_cast<int64_t>(mSlopes.size()) == channels, "slopes has ",
+          mSlopes.size(), " values but the input has ", channels, " channels (dimension 1)");
 }
 
 void PReluPlugin::outputShapes(DimsExprs const* inputs, DimsExprs* outputs, IExprBuilder& exprBuilder) const
@@ -49,7 +49,10 @@ void PReluPlugin::uploadSlopes()
     mDeviceSlopes.upload(mSlopes.data(), mSlopes.size() * sizeof(float));
 }
 
-void PReluPlugin::attach(IPluginResourceContext* /*context*/) { uploadSlopes(); }
+void PReluPlugin::attach(IPluginResourceContext* /*context*/)
+{
+    uploadSlopes();
+}
 
 void PReluPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc const* out)
 {
@@ -79,14 +82,18 @@ int32_t PReluPlugin::enqueueImpl(PluginTensorDesc const* inputDesc, PluginTensor
                        mInner, stream);
 }
 
-void PReluPlugin::serialize(FieldWriter& writer) const { writer.addFloats("slopes", mSlopes); }
+void PReluPlugin::serialize(FieldWriter& writer) const
+{
+    writer.addFloats("slopes", mSlopes);
+}
 
 PReluCreator::PReluCreator() : CreatorBase(PReluPlugin::kName)
 {
     mFieldNames.declare("slopes", PluginFieldType::kFLOAT32, -1);
 }
 
-std::unique_ptr<PluginBase> PReluCreator::create(PluginFieldCollection const* fc, TensorRTPhase /*phase*/) const
+std::unique_ptr<PluginBase> PReluCreator::create(PluginFieldCollection const* fc,
+                                                 TensorRTPhase /*phase*/) const
 {
     FieldReader fields(PReluPlugin::kName, fc, {"slopes"});
     return std::make_unique<PReluPlugin>(fields.requireFloats("slopes"));

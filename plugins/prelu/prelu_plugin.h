@@ -2,10 +2,10 @@
 // Field: slopes (float32 array of length C, or length 1 for one slope shared by every channel).
 #pragma once
 
+#include <vector>
+
 #include "../common/device_buffer.h"
 #include "../common/unary_plugin.h"
-
-#include <vector>
 
 namespace trt_plugin_kit
 {
@@ -21,12 +21,13 @@ protected:
     void checkRank(int32_t rank) const override;
     void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
                       nvinfer1::IExprBuilder& exprBuilder) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in, nvinfer1::DynamicPluginTensorDesc const* out) override;
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
+                   nvinfer1::DynamicPluginTensorDesc const* out) override;
     void attach(nvinfer1::IPluginResourceContext* context) override;
     void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc, nvinfer1::PluginTensorDesc const* outputDesc,
-                        void const* const* inputs, void* const* outputs, void* workspace,
-                        cudaStream_t stream) override;
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
+                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
+                        void* const* outputs, void* workspace, cudaStream_t stream) override;
     void serialize(FieldWriter& writer) const override;
 
 private:
