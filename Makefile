@@ -29,12 +29,13 @@ venv: $(VENV)/.installed
 
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set.
 plugins:
+	@mkdir -p $(BUILD_DIR)
 	@set -e; for v in $(TRT_VERSIONS); do \
 	  echo "== plugin library against TensorRT $$v headers"; \
 	  cmake -S plugins -B $(BUILD_DIR)/trt-$$v -DCMAKE_BUILD_TYPE=Release \
 	    -DTENSORRT_INCLUDE_DIR=$(abspath $(TRT_VENDOR_DIR))/$$v/include \
 	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)") > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
-	    || { mkdir -p $(BUILD_DIR); cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
+	    || { cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
 	  cmake --build $(BUILD_DIR)/trt-$$v -j $(JOBS); \
 	done
 
