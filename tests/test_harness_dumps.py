@@ -14,8 +14,14 @@ def _write_case(directory, index, plugin, fields, inputs, outputs, tolerance):
         np.save(directory / f"case{index}_in{i}.npy", x)
     for o, y in enumerate(outputs):
         np.save(directory / f"case{index}_out{o}.npy", y)
-    meta = {"plugin": plugin, "label": f"case {index}", "tolerance": tolerance, "inputs": len(inputs),
-            "outputs": len(outputs), "fields": fields}
+    meta = {
+        "plugin": plugin,
+        "label": f"case {index}",
+        "tolerance": tolerance,
+        "inputs": len(inputs),
+        "outputs": len(outputs),
+        "fields": fields,
+    }
     (directory / f"case{index}.json").write_text(json.dumps(meta))
 
 
@@ -43,7 +49,13 @@ def test_exact_outputs_pass_and_a_corrupted_one_fails(tmp_path):
 def test_average_pool_error_is_relative_to_the_window_magnitude(tmp_path):
     # A window whose values cancel: a float32 rounding error is tiny next to |x|, huge next to the result.
     x = np.array([[[[1.0, -1.0], [0.5, -0.5 + 1e-7]]]], dtype=np.float32)
-    fields = {"mode": "average", "kernel": [2, 2], "stride": [2, 2], "padding": [0, 0], "count_include_pad": [0]}
+    fields = {
+        "mode": "average",
+        "kernel": [2, 2],
+        "stride": [2, 2],
+        "padding": [0, 0],
+        "count_include_pad": [0],
+    }
     exact = reference.pool(x.astype(np.float64), "average", [2, 2], [2, 2])
     got = (exact + 1e-8).astype(np.float32)
     _write_case(tmp_path, 0, "Pool", fields, [x], [got], 1e-5)

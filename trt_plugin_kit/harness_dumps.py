@@ -23,8 +23,11 @@ def _expected(plugin: str, fields: dict, inputs: list[np.ndarray]) -> tuple[list
     """Reference outputs and, per output, the magnitude errors are relative to (None: |value|)."""
     x = inputs[0]
     if plugin == "L2Normalize":
-        return [reference.l2_normalize(x.astype(np.float64), fields.get("axis", [-1])[0],
-                                       fields.get("eps", [1e-12])[0])], [None]
+        return [
+            reference.l2_normalize(
+                x.astype(np.float64), fields.get("axis", [-1])[0], fields.get("eps", [1e-12])[0]
+            )
+        ], [None]
     if plugin == "PReLU":
         return [reference.prelu(x.astype(np.float64), fields["slopes"])], [None]
     if plugin == "LeakyReLU":
@@ -41,8 +44,14 @@ def _expected(plugin: str, fields: dict, inputs: list[np.ndarray]) -> tuple[list
             scale += np.abs(np.asarray(bias, dtype=np.float64))
         return [y], [scale]
     if plugin == "Pool":
-        kwargs = {k: (v[0] if isinstance(v, list) and k in ("count_include_pad", "input_scale", "output_scale")
-                      else v) for k, v in fields.items()}
+        kwargs = {
+            k: (
+                v[0]
+                if isinstance(v, list) and k in ("count_include_pad", "input_scale", "output_scale")
+                else v
+            )
+            for k, v in fields.items()
+        }
         if x.dtype == np.int8:
             return [reference.pool(x, **kwargs)], [None]
         x64 = x.astype(np.float64)
@@ -85,7 +94,9 @@ def check_dir(directory: Path) -> tuple[int, int, list[str]]:
         ok = all(e <= meta["tolerance"] for e in errors)
         passed, failed = passed + ok, failed + (not ok)
         worst = max(errors)
-        lines.append(f"{'PASS' if ok else 'FAIL'} numpy {meta['plugin']} {meta['label']} :: max err {worst:.2e}")
+        lines.append(
+            f"{'PASS' if ok else 'FAIL'} numpy {meta['plugin']} {meta['label']} :: max err {worst:.2e}"
+        )
     return passed, failed, lines
 
 

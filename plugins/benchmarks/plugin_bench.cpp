@@ -678,7 +678,8 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     if (nbTactics > 0)
     {
         std::vector<int32_t> tactics(static_cast<size_t>(nbTactics));
-        if (build->getValidTactics(tactics.data(), nbTactics) != 0) fail("getValidTactics failed: ", errorsLogged());
+        if (build->getValidTactics(tactics.data(), nbTactics) != 0)
+            fail("getValidTactics failed: ", errorsLogged());
         double bestUs = INFINITY;
         int32_t best = 0;
         std::string timings;
@@ -723,7 +724,8 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
             }
         }
         if (runtime->setTactic(best) != 0) fail("setTactic(", best, ") failed: ", errorsLogged());
-        std::printf("  %s: tactics (us per enqueue)%s -> tactic %d\n", pluginName.c_str(), timings.c_str(), best);
+        std::printf("  %s: tactics (us per enqueue)%s -> tactic %d\n", pluginName.c_str(), timings.c_str(),
+                    best);
         std::fflush(stdout);
     }
 

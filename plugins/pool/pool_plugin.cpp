@@ -137,8 +137,8 @@ bool PoolPlugin::supportsFormat(int32_t pos, PluginTensorDesc const* inOut) cons
     }
     if (pos == 0)
     {
-        // INT8 only with both scales: otherwise a weakly typed TensorRT 10 build could choose INT8 and fail at
-        // configure time, where offering FP32/FP16 only gives a working engine.
+        // INT8 only with both scales: otherwise a weakly typed TensorRT 10 build could choose INT8 and fail
+        // at configure time, where offering FP32/FP16 only gives a working engine.
         bool const int8Ready = mConfig.inputScale.has_value() && mConfig.outputScale.has_value();
         return isSupportedType(desc.type) && (desc.type != DataType::kINT8 || int8Ready);
     }
