@@ -1,0 +1,377 @@
+#include "stress_common.h"
+
+#include <dlfcn.h>
+#include <malloc.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "runner.h"
+
+namespace stress
+{
+using namespace nvinfer1;
+
+std::vector<std::string> const& pluginNames()
+{
+    static std::vector<std::string> const names{"L2Normalize",    "PReLU", "LeakyReLU",
+                                                "FullyConnected", "Pool",  "ConcatCopy"};
+    return names;
+}
+
+void Counts::record(bool pass, std::string const& what, std::string const& detail)
+{
+    (pass ? mPassed : mFailed) += 1;
+    std::printf("%s %s%s%s\n", pass ? "PASS" : "FAIL", what.c_str(),
+                detail.empty() ? "" : " :: ", detail.c_str());
+    std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------- library
+LoadedLibrary::LoadedLibrary(std::string const& path, harness::RecordingLogger& logger) : mFinder(&logger)
+{
+    mHandle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (mHandle == nullptr)
+    {
+        throw std::runtime_error("dlopen " + path + ": " + dlerror());
+    }
+    mSetLoggerFinder = reinterpret_cast<void (*)(ILoggerFinder*)>(dlsym(mHandle, "setLoggerFinder"));
+    if (mSetLoggerFinder == nullptr)
+    {
+        throw std::runtime_error(path + " does not export setLoggerFinder");
+    }
+    mSetLoggerFinder(&mFinder);
+    mLoaded = harness::HarnessRegistry::instance().loadLibrary(path.c_str());
+    if (mLoaded == nullptr)
+    {
+        throw std::runtime_error("loadLibrary(" + path + ") failed (see the message above)");
+    }
+    for (auto const& name : pluginNames())
+    {
+        if (harness::findCreator(name) == nullptr)
+        {
+            throw std::runtime_error("no creator trt_plugin_kit::" + name + " v1 after loading " + path);
+        }
+    }
+}
+
+LoadedLibrary::~LoadedLibrary()
+{
+    if (mSetLoggerFinder != nullptr)
+    {
+        mSetLoggerFinder(nullptr);
+    }
+    // The creators live in the library: it stays loaded (as in Triton) and only the extra handles go.
+    if (mLoaded != nullptr)
+    {
+        dlclose(mLoaded);
+    }
+}
+
+// ---------------------------------------------------------------- plugins
+Capabilities capabilitiesOf(IPluginV3* plugin, std::string const& expectedName, std::string& problem)
+{
+    Capabilities caps;
+    problem.clear();
+    if (plugin == nullptr)
+    {
+        problem = "null plugin";
+        return caps;
+    }
+    caps.core = static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE));
+    caps.build =
+        static_cast<IPluginV3OneBuild*>(plugin->getCapabilityInterface(PluginCapabilityType::kBUILD));
+    caps.runtime =
+        static_cast<IPluginV3OneRuntime*>(plugin->getCapabilityInterface(PluginCapabilityType::kRUNTIME));
+    if (!caps.core || !caps.build || !caps.runtime)
+    {
+        problem = "getCapabilityInterface returned null";
+        return caps;
+    }
+    if (std::strcmp(caps.core->getInterfaceInfo().kind, "PLUGIN_V3ONE_CORE") != 0 ||
+        std::strcmp(caps.build->getInterfaceInfo().kind, "PLUGIN_V3ONE_BUILD") != 0 ||
+        std::strcmp(caps.runtime->getInterfaceInfo().kind, "PLUGIN_V3ONE_RUNTIME") != 0)
+    {
+        problem = "capability interfaces report the wrong kinds";
+        return caps;
+    }
+    if (expectedName != caps.core->getPluginName() || std::string("1") != caps.core->getPluginVersion() ||
+        std::string("trt_plugin_kit") != caps.core->getPluginNamespace())
+    {
+        problem = std::string("plugin reports ") + caps.core->getPluginNamespace() +
+                  "::" + caps.core->getPluginName() + " v" + caps.core->getPluginVersion();
+    }
+    return caps;
+}
+
+std::string errorsLogged(harness::RecordingLogger& logger)
+{
+    std::string all;
+    for (auto const& e : logger.take())
+    {
+        if (e.severity <= ILogger::Severity::kERROR)
+        {
+            all += (all.empty() ? "" : " | ") + e.message;
+        }
+    }
+    return all;
+}
+
+std::vector<DynamicPluginTensorDesc> dynamicDescs(std::vector<harness::TensorSpec> const& specs)
+{
+    std::vector<DynamicPluginTensorDesc> descs(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i)
+    {
+        auto& d = descs[i];
+        d.desc.type = specs[i].type;
+        d.desc.format = TensorFormat::kLINEAR;
+        d.desc.scale = 1.F;
+        d.desc.dims = specs[i].dims;
+        d.min = d.opt = d.max = specs[i].dims;
+    }
+    return descs;
+}
+
+std::vector<PluginTensorDesc> runtimeDescs(std::vector<harness::TensorSpec> const& specs)
+{
+    std::vector<PluginTensorDesc> descs(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i)
+    {
+        descs[i].type = specs[i].type;
+        descs[i].format = TensorFormat::kLINEAR;
+        descs[i].scale = 1.F;
+        descs[i].dims = specs[i].dims;
+    }
+    return descs;
+}
+
+bool isIntegerType(DataType type)
+{
+    return type == DataType::kINT8 || type == DataType::kINT32;
+}
+
+int64_t inputElements(harness::Case const& c)
+{
+    int64_t elements = 0;
+    for (auto const& spec : c.inputs)
+    {
+        elements += harness::volumeOf(spec.dims);
+    }
+    return elements;
+}
+
+double maxError(harness::HostTensor const& got, harness::Reference const& ref, std::string& where)
+{
+    int64_t const n = got.count();
+    if (static_cast<int64_t>(ref.values.size()) != n)
+    {
+        where =
+            "reference has " + std::to_string(ref.values.size()) + " values, output has " + std::to_string(n);
+        return INFINITY;
+    }
+    bool const integer = isIntegerType(got.type);
+    double maxAbs = 0.0;
+    for (double v : ref.values)
+    {
+        maxAbs = std::max(maxAbs, std::fabs(v));
+    }
+    double worst = 0.0;
+    for (int64_t i = 0; i < n; ++i)
+    {
+        double const g = got.get(i);
+        double const r = ref.values[i];
+        if (std::isnan(g) != std::isnan(r))
+        {
+            where = "element " + std::to_string(i) + " is NaN (output not written?)";
+            return INFINITY;
+        }
+        double err;
+        if (integer)
+        {
+            err = std::fabs(g - r);
+        }
+        else
+        {
+            double const scale = ref.scale.empty() ? std::max(std::fabs(r), 1e-3 * maxAbs) : ref.scale[i];
+            double const representable = got.type == DataType::kHALF ? std::ldexp(1.0, -24) : 0.0;
+            err = std::max(0.0, std::fabs(g - r) - representable) / std::max(scale, 1e-30);
+        }
+        if (err > worst)
+        {
+            worst = err;
+            std::ostringstream out;
+            out << "element " << i << ": got " << g << ", expected " << r;
+            where = out.str();
+        }
+    }
+    return worst;
+}
+
+// ---------------------------------------------------------------- CUDA
+void cudaOk(cudaError_t status, char const* what)
+{
+    if (status != cudaSuccess)
+    {
+        throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(status) + " (" +
+                                 cudaGetErrorString(status) + ")");
+    }
+}
+
+bool haveGpu(bool print)
+{
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)
+    {
+        cudaGetLastError();
+        return false;
+    }
+    if (print)
+    {
+        cudaDeviceProp prop{};
+        cudaGetDeviceProperties(&prop, 0);
+        int driver = 0, runtime = 0;
+        cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        std::printf("device: %s (sm_%d%d, %.1f GiB), driver %d, runtime %d\n", prop.name, prop.major,
+                    prop.minor, static_cast<double>(prop.totalGlobalMem) / (1 << 30), driver, runtime);
+    }
+    return true;
+}
+
+MemorySample sampleMemory(int64_t cycle)
+{
+    MemorySample sample;
+    sample.cycle = cycle;
+    size_t freeBytes = 0, totalBytes = 0;
+    cudaOk(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
+    sample.gpuUsed = static_cast<int64_t>(totalBytes) - static_cast<int64_t>(freeBytes);
+    malloc_trim(0);  // Memory glibc merely keeps cached for reuse is not memory in use.
+    std::ifstream statm("/proc/self/statm");
+    int64_t sizePages = 0, residentPages = 0;
+    statm >> sizePages >> residentPages;
+    sample.hostRss = residentPages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+    return sample;
+}
+
+DeviceMemory::DeviceMemory(size_t bytes) : mBytes(bytes)
+{
+    if (bytes > 0)
+    {
+        cudaOk(cudaMalloc(&mPtr, bytes), "cudaMalloc");
+    }
+}
+
+DeviceMemory::~DeviceMemory()
+{
+    if (mPtr != nullptr)
+    {
+        cudaFree(mPtr);
+    }
+}
+
+Stream::Stream()
+{
+    cudaOk(cudaStreamCreateWithFlags(&mStream, cudaStreamNonBlocking), "cudaStreamCreate");
+}
+
+Stream::~Stream()
+{
+    if (mStream != nullptr)
+    {
+        cudaStreamDestroy(mStream);
+    }
+}
+
+harness::Suite const& conformanceSuite()
+{
+    static harness::Suite const suite = []
+    {
+        harness::Suite s;
+        harness::addL2NormalizeCases(s);
+        harness::addActivationCases(s);
+        harness::addFullyConnectedCases(s);
+        harness::addPoolCases(s);
+        harness::addConcatCopyCases(s);
+        return s;
+    }();
+    return suite;
+}
+
+// ---------------------------------------------------------------- context, watchdog, crash messages
+namespace
+{
+std::mutex gContextMutex;
+char gContext[512] = "starting";
+
+void onFatalSignal(int signal)
+{
+    // Only async-signal-safe calls: write the context, then die of the same signal.
+    char const prefix[] = "\nFAIL crash (signal) during: ";
+    ssize_t ignored = write(STDOUT_FILENO, prefix, sizeof(prefix) - 1);
+    ignored = write(STDOUT_FILENO, gContext, strnlen(gContext, sizeof(gContext)));
+    ignored = write(STDOUT_FILENO, "\n", 1);
+    (void)ignored;
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+extern "C" void __sanitizer_set_death_callback(void (*callback)(void));
+void onSanitizerDeath()
+{
+    std::printf("\nFAIL sanitizer error during: %s\n", gContext);
+    std::fflush(stdout);
+}
+#endif
+}  // namespace
+
+void setContext(std::string const& text)
+{
+    std::lock_guard<std::mutex> lock(gContextMutex);
+    std::snprintf(gContext, sizeof(gContext), "%s", text.c_str());
+}
+
+void startWatchdog(double seconds)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    __sanitizer_set_death_callback(onSanitizerDeath);  // AddressSanitizer reports SIGSEGV itself.
+    for (int signal : {SIGFPE, SIGILL, SIGABRT})
+#else
+    for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+#endif
+    {
+        std::signal(signal, onFatalSignal);
+    }
+    if (seconds <= 0)
+    {
+        return;
+    }
+    std::thread(
+        [seconds]
+        {
+            std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+            std::string context;
+            {
+                std::lock_guard<std::mutex> lock(gContextMutex);
+                context = gContext;
+            }
+            std::printf(
+                "FAIL time limit of %.0f s exceeded (a hang?) during: %s\nstress: time limit exceeded\n",
+                seconds, context.c_str());
+            std::fflush(stdout);
+            std::_Exit(3);
+        })
+        .detach();
+}
+
+}  // namespace stress

@@ -1,0 +1,176 @@
+// Shared pieces of plugin_stress (see STRESS.md): loading the library as TensorRT does, counting results,
+// owning plugins, building tensor descriptions, comparing outputs with float64 references, sampling memory.
+// A few helpers mirror runner.cpp's (kept there unchanged so that plugin_harness behaves exactly as before).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cases.h"
+#include "trt_fakes.h"
+
+namespace stress
+{
+
+//! The six plugins of the library, in the order every subcommand runs them.
+std::vector<std::string> const& pluginNames();
+
+//! PASS/FAIL lines on stdout and the totals of the final "stress: N passed, M failed" line.
+class Counts
+{
+public:
+    void record(bool pass, std::string const& what, std::string const& detail);
+    int passed() const { return mPassed; }
+    int failed() const { return mFailed; }
+
+private:
+    int mPassed{0};
+    int mFailed{0};
+};
+
+//! The library loaded the way Triton and IPluginRegistry::loadLibrary load it (see harness_main.cpp):
+//! dlopen (the static initializer registers the creators), setLoggerFinder, then loadLibrary.
+class LoadedLibrary
+{
+public:
+    //! Throws std::runtime_error with the reason when the library cannot be loaded or registers nothing.
+    LoadedLibrary(std::string const& path, harness::RecordingLogger& logger);
+    ~LoadedLibrary();
+    LoadedLibrary(LoadedLibrary const&) = delete;
+    LoadedLibrary& operator=(LoadedLibrary const&) = delete;
+
+private:
+    harness::HarnessLoggerFinder mFinder;
+    void* mHandle{nullptr};
+    void* mLoaded{nullptr};
+    void (*mSetLoggerFinder)(nvinfer1::ILoggerFinder*){nullptr};
+};
+
+struct PluginDeleter
+{
+    void operator()(nvinfer1::IPluginV3* plugin) const { delete plugin; }
+};
+using PluginPtr = std::unique_ptr<nvinfer1::IPluginV3, PluginDeleter>;
+
+struct Capabilities
+{
+    nvinfer1::IPluginV3OneCore* core{nullptr};
+    nvinfer1::IPluginV3OneBuild* build{nullptr};
+    nvinfer1::IPluginV3OneRuntime* runtime{nullptr};
+};
+
+//! The three capability interfaces, or a message saying what is wrong with them (name, kinds, nulls).
+Capabilities capabilitiesOf(nvinfer1::IPluginV3* plugin, std::string const& expectedName,
+                            std::string& problem);
+
+//! Error-level messages logged since the last call (the logger is emptied either way).
+std::string errorsLogged(harness::RecordingLogger& logger);
+
+std::vector<nvinfer1::DynamicPluginTensorDesc> dynamicDescs(std::vector<harness::TensorSpec> const& specs);
+std::vector<nvinfer1::PluginTensorDesc> runtimeDescs(std::vector<harness::TensorSpec> const& specs);
+
+//! Largest error of `got` against the reference: relative to the reference's scale for float outputs (as
+//! the conformance harness judges them), in units for integer outputs. `where` names the worst element.
+double maxError(harness::HostTensor const& got, harness::Reference const& ref, std::string& where);
+
+bool isIntegerType(nvinfer1::DataType type);
+int64_t inputElements(harness::Case const& c);
+
+//! Throws std::runtime_error("<what>: <CUDA error>") unless `status` is cudaSuccess.
+void cudaOk(cudaError_t status, char const* what);
+
+//! Whether a CUDA device is usable; prints the device line when it is.
+bool haveGpu(bool print);
+
+//! Device memory in use (total - free) and this process's resident set (after malloc_trim), both in bytes.
+struct MemorySample
+{
+    int64_t cycle{0};
+    int64_t gpuUsed{0};
+    int64_t hostRss{0};
+};
+MemorySample sampleMemory(int64_t cycle);
+
+//! Device buffer for the stress runs (inputs, outputs, workspace); freed by its destructor.
+class DeviceMemory
+{
+public:
+    explicit DeviceMemory(size_t bytes);
+    ~DeviceMemory();
+    DeviceMemory(DeviceMemory const&) = delete;
+    DeviceMemory& operator=(DeviceMemory const&) = delete;
+    void* get() const { return mPtr; }
+    size_t bytes() const { return mBytes; }
+
+private:
+    void* mPtr{nullptr};
+    size_t mBytes{0};
+};
+
+class Stream
+{
+public:
+    Stream();
+    ~Stream();
+    Stream(Stream const&) = delete;
+    Stream& operator=(Stream const&) = delete;
+    cudaStream_t get() const { return mStream; }
+
+private:
+    cudaStream_t mStream{nullptr};
+};
+
+//! The conformance suite (every add*Cases of the harness), built once.
+harness::Suite const& conformanceSuite();
+
+//! Per-subcommand context: which step is running, for the crash and time-limit messages.
+void setContext(std::string const& text);
+//! Exits with a FAIL line if the whole run takes longer than `seconds` (0: no limit). Also installs
+//! handlers that print the current context on a crash (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT).
+void startWatchdog(double seconds);
+
+// ---- subcommands (stress_fuzz.cpp, stress_lifecycle.cpp, stress_concurrency.cpp)
+
+struct FuzzOptions
+{
+    int64_t iterations{10000};
+    uint64_t seed{1};
+    std::string plugin;           // empty: every creator
+    int64_t onlyIteration{-1};    // >= 0: run just that iteration (reproduce a failure), verbose
+    int32_t buildSampleEvery{4};  // accepted collections whose build calls run with a plausible shape: 1 in N
+    int32_t shapeTrials{2};  // random getOutputShapes/configurePlugin/onShapeChange calls per accepted plugin
+    bool verbose{false};
+};
+void runFuzz(FuzzOptions const& options, harness::RecordingLogger& logger, Counts& counts);
+
+struct LifecycleOptions
+{
+    int64_t cycles{10000};
+    std::string plugin;
+    int64_t sampleEvery{0};  // 0: cycles / 20
+    int64_t warmup{-1};      // -1: max(20, cycles / 10)
+    double gpuBoundMiB{2.0};
+    double hostBoundMiB{8.0};
+    bool checkBounds{true};
+    int64_t maxElements{65536};
+};
+void runLifecycle(LifecycleOptions const& options, harness::RecordingLogger& logger, Counts& counts);
+
+struct ConcurrencyOptions
+{
+    int32_t threads{8};
+    int64_t iterations{200};
+    std::string plugin;
+    int64_t maxElements{65536};
+    int32_t maxCasesPerPlugin{0};  // 0: every case of at most maxElements input elements
+    int32_t datasetsPerThread{3};
+};
+void runConcurrency(ConcurrencyOptions const& options, harness::RecordingLogger& logger, Counts& counts);
+
+}  // namespace stress
