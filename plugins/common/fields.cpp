@@ -115,6 +115,15 @@ PluginField const& FieldReader::field(std::string const& name) const
 std::vector<double> FieldReader::numbers(std::string const& name, bool wantInteger) const
 {
     PluginField const& f = field(name);
+    bool const isIntegerType = f.type == PluginFieldType::kINT8 || f.type == PluginFieldType::kINT16 ||
+                               f.type == PluginFieldType::kINT32 || f.type == PluginFieldType::kINT64;
+    bool const isFloatType = f.type == PluginFieldType::kFLOAT16 || f.type == PluginFieldType::kFLOAT32 ||
+                             f.type == PluginFieldType::kFLOAT64;
+    // Types are checked before anything is allocated: a wrong-typed field of 2^28 elements must not cost 2
+    // GiB. Strict typing both ways: an integer array handed to a float field is as much a mistake as the
+    // reverse.
+    check(wantInteger ? isIntegerType : isFloatType, "field '", name, "' has type ", fieldTypeName(f.type),
+          ", expected ", wantInteger ? "an integer type (int32)" : "a float type (float32)");
     std::vector<double> out(static_cast<size_t>(f.length));
     auto copyAs = [&](auto const* data)
     {
@@ -123,11 +132,6 @@ std::vector<double> FieldReader::numbers(std::string const& name, bool wantInteg
             out[i] = static_cast<double>(data[i]);
         }
     };
-    bool const isIntegerType = f.type == PluginFieldType::kINT8 || f.type == PluginFieldType::kINT16 ||
-                               f.type == PluginFieldType::kINT32 || f.type == PluginFieldType::kINT64;
-    // Strict typing both ways: an integer array handed to a float field is as much a mistake as the reverse.
-    check(wantInteger || !isIntegerType, "field '", name, "' must be a float type (float32), got ",
-          fieldTypeName(f.type));
     switch (f.type)
     {
         case PluginFieldType::kINT8:

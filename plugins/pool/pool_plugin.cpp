@@ -281,7 +281,9 @@ std::unique_ptr<PluginBase> PoolCreator::create(PluginFieldCollection const* fc,
     }
     else
     {
-        fail("field 'mode' must be \"max\" or \"average\", got \"", *mode, "\"");
+        // Quote at most 32 characters: a corrupted field must not flood the log.
+        fail("field 'mode' must be \"max\" or \"average\", got \"", mode->substr(0, 32),
+             mode->size() > 32 ? "...\"" : "\"");
     }
 
     check(fields.has("kernel"), "required field 'kernel' is missing ([kh, kw])");
