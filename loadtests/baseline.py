@@ -99,6 +99,16 @@ def cpu_busy_percent(seconds: float = 2.0) -> float | None:
     return 100.0 * (1 - (idle_after - idle_before) / elapsed) if elapsed > 0 else None
 
 
+def wait_until_quiet(max_busy_percent: float, max_wait_s: float) -> float | None:
+    """Waits (up to max_wait_s) for the machine's CPU use to fall to max_busy_percent, so that other work
+    does not eat into the figures; returns the last CPU use seen (reported next to the run's figures)."""
+    deadline = time.monotonic() + max_wait_s
+    while True:
+        busy = cpu_busy_percent()
+        if busy is None or busy <= max_busy_percent or time.monotonic() >= deadline:
+            return busy
+
+
 def baseline_table(results: Results) -> list[str]:
     """One row per request type and user count, grouped by request type."""
     rows = sorted(
@@ -145,8 +155,9 @@ def baseline_markdown(results: Results, info: dict, chart_name: str) -> str:
         f"- command: `{info['command']}`",
         "- load generator: Locust on the same machine as the server (loopback), so both share the cores.",
         "- items/s = req/s x batch (digits or vectors per second); percentiles are Locust's (whole ms);",
-        "  busy = CPU use of the whole machine in the 2 s before the run, while the server idles:",
-        "  other work on the machine, which lowers the figures of that run.",
+        "  busy = CPU use of the whole machine in the 2 s before the run, while the server idles: other",
+        "  work on the machine, which lowers that run's figures (each run first waited up to",
+        f"  {info['quiet_wait']:g} s for it to fall to {info['quiet_below']:g}%).",
         "",
         *baseline_table(results),
         "",
@@ -177,6 +188,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch-size", type=int, default=8, help="digits per request to `mnist` (8)")
     parser.add_argument("--l2norm-batch", type=int, default=4)
     parser.add_argument("--l2norm-dim", type=int, default=128)
+    parser.add_argument(
+        "--quiet-below",
+        type=float,
+        default=25.0,
+        help="before each run, wait until the machine's CPU use is at most this many percent (25)",
+    )
+    parser.add_argument(
+        "--quiet-wait",
+        type=float,
+        default=300.0,
+        help="longest wait for that, seconds; then run anyway (300)",
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="markdown file (chart beside it)")
     parser.add_argument("--reports-dir", type=Path, default=None, help="Locust reports of every run")
     return parser
@@ -233,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                     out_dir=reports_dir / f"users-{users}-{protocol}-{kind}",
                     thresholds=report.Thresholds(),
                 )
-                busy = cpu_busy_percent()
+                busy = wait_until_quiet(args.quiet_below, args.quiet_wait)
                 summary = run_locust(plan, f"{index}/{len(grid)} {protocol} {kind} x{users}")
                 print(*report.console_lines(summary)[:1], sep="\n")
                 results.append((users, summary, busy))
@@ -247,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         "server": server,
         "machine": machine_description(),
         "command": " ".join(["python -m loadtests.baseline", *(argv if argv is not None else sys.argv[1:])]),
+        "quiet_below": args.quiet_below,
+        "quiet_wait": args.quiet_wait,
     }
     chart = args.output.with_suffix(".png")
     report.plot_sweep(

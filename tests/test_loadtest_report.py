@@ -427,6 +427,7 @@ def test_baseline_markdown_groups_rows_by_request_type(tmp_path):
 
     summary = report.summarize_run(write_run(tmp_path / "run"), {"users": 1}, Thresholds())
     info = {"date": "D", "commit": "C", "server": "S", "machine": {"cpu": "X"}, "command": "python -m ..."}
+    info |= {"quiet_below": 25.0, "quiet_wait": 300.0}
     text = baseline.baseline_markdown([(4, summary, 12.3), (1, summary, None)], info, "BASELINE.png")
     rows = [line for line in text.splitlines() if line.startswith("| grpc") or line.startswith("| http")]
     assert [row.split(" | ")[:2] for row in rows] == [
