@@ -40,7 +40,7 @@ from loadtests.runner import (
     wait_for_server,
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
-from trt_plugin_kit.serving import ServingError
+from trt_plugin_kit.serving import ServingError, choose_variant
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "BASELINE.md"
 Results = list[tuple[int, report.RunSummary, float | None]]  # (users, summary, CPU busy % before the run)
@@ -232,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         try:
             if args.start_server:
-                target = stack.enter_context(start_server(args.server_variant, reports_dir / "server.log"))
-                server = f"started by this command ({args.server_variant} variant, as `make serve`)"
+                variant, _ = choose_variant(args.server_variant)
+                target = stack.enter_context(start_server(variant, reports_dir / "server.log"))
+                server = f"{variant} variant, started by this command as `make serve` starts it"
             else:
                 target = Target(args.host, args.http_port, args.grpc_port)
                 server = f"HTTP {target.http_url}, gRPC {target.grpc_url}"
