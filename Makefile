@@ -49,7 +49,7 @@ harness-check: plugins
 pytest: venv
 	$(PY) -m pytest -q
 
-test: harness-check pytest
+test: lint harness-check pytest
 
 lint: venv
 	$(PY) -m ruff check .
