@@ -41,6 +41,7 @@
 #include "bench_kernels.h"
 #include "cases.h"
 #include "host_tensor.h"
+#include "sequence.h"
 #include "trt_fakes.h"
 
 namespace
@@ -315,57 +316,24 @@ size_t roundUp(size_t n, size_t to)
 }
 
 // ---------------------------------------------------------------------------- TensorRT's sequence
-struct PluginDeleter
-{
-    void operator()(IPluginV3* p) const { delete p; }
-};
-using PluginPtr = std::unique_ptr<IPluginV3, PluginDeleter>;
+using harness::Capabilities;
+using harness::PluginPtr;
+using harness::runtimeDescs;
 
-struct Capabilities
-{
-    IPluginV3OneCore* core;
-    IPluginV3OneBuild* build;
-    IPluginV3OneRuntime* runtime;
-};
-
+//! The capability interfaces (shared helper of the harness), or a BenchError.
 Capabilities capabilitiesOf(IPluginV3* plugin)
 {
-    Capabilities caps{
-        static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE)),
-        static_cast<IPluginV3OneBuild*>(plugin->getCapabilityInterface(PluginCapabilityType::kBUILD)),
-        static_cast<IPluginV3OneRuntime*>(plugin->getCapabilityInterface(PluginCapabilityType::kRUNTIME))};
-    if (!caps.core || !caps.build || !caps.runtime) fail("getCapabilityInterface returned null");
+    std::string problem;
+    char const* name = "";
+    if (plugin != nullptr)
+    {
+        auto* core =
+            static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE));
+        name = core != nullptr ? core->getPluginName() : "";
+    }
+    Capabilities const caps = harness::capabilitiesOf(plugin, name, problem);
+    if (!problem.empty()) fail(problem);
     return caps;
-}
-
-std::vector<DynamicPluginTensorDesc> dynamicDescs(std::vector<TensorSpec> const& specs)
-{
-    std::vector<DynamicPluginTensorDesc> descs(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i)
-    {
-        auto& d = descs[i];
-        d.desc.type = specs[i].type;
-        d.desc.format = TensorFormat::kLINEAR;
-        d.desc.scale = 1.F;
-        d.desc.dims = specs[i].dims;
-        d.min = d.opt = d.max = specs[i].dims;
-        d.desc.dims.d[0] = -1;  // A dynamic batch, as in the Triton engines.
-        d.min.d[0] = 1;
-    }
-    return descs;
-}
-
-std::vector<PluginTensorDesc> runtimeDescs(std::vector<TensorSpec> const& specs)
-{
-    std::vector<PluginTensorDesc> descs(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i)
-    {
-        descs[i].type = specs[i].type;
-        descs[i].format = TensorFormat::kLINEAR;
-        descs[i].scale = 1.F;
-        descs[i].dims = specs[i].dims;
-    }
-    return descs;
 }
 
 //! The build phase and the engine's serialize round trip; the plugin it returns is the kRUNTIME one.
@@ -428,15 +396,15 @@ Planned plan(std::string const& pluginName, std::string const& fieldsSpec, std::
 
     std::vector<TensorSpec> all(p.inputs);
     all.insert(all.end(), p.outputs.begin(), p.outputs.end());
-    auto descs = dynamicDescs(all);
+    auto descs = harness::dynamicDescs(all, true);
     for (int32_t pos = 0; pos < nbIn + nbOut; ++pos)
     {
         if (!caps.build->supportsFormatCombination(pos, descs.data(), nbIn, nbOut))
             fail("supportsFormatCombination rejects ", harness::typeName(all[pos].type),
                  " linear at position ", pos);
     }
-    auto inDyn = dynamicDescs(p.inputs);
-    auto outDyn = dynamicDescs(p.outputs);
+    auto inDyn = harness::dynamicDescs(p.inputs, true);
+    auto outDyn = harness::dynamicDescs(p.outputs, true);
     if (caps.build->configurePlugin(inDyn.data(), nbIn, outDyn.data(), nbOut) != 0)
         fail("configurePlugin failed: ", errorsLogged());
     for (size_t i = 0; i < inDyn.size(); ++i) inDyn[i].desc.dims = p.inputs[i].dims;

@@ -11,6 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "sequence.h"
+
 namespace harness
 {
 using namespace nvinfer1;
@@ -31,48 +33,14 @@ template <typename... Parts>
     throw StepFailure(out.str());
 }
 
-void cudaOk(cudaError_t status, char const* what)
+//! The capability interfaces, or a StepFailure saying what is wrong with them.
+Capabilities checkedCapabilities(IPluginV3* plugin, std::string const& expectedName)
 {
-    if (status != cudaSuccess)
+    std::string problem;
+    Capabilities const caps = capabilitiesOf(plugin, expectedName, problem);
+    if (!problem.empty())
     {
-        failStep(what, ": ", cudaGetErrorString(status));
-    }
-}
-
-struct PluginDeleter
-{
-    void operator()(IPluginV3* p) const { delete p; }
-};
-using PluginPtr = std::unique_ptr<IPluginV3, PluginDeleter>;
-
-struct Capabilities
-{
-    IPluginV3OneCore* core;
-    IPluginV3OneBuild* build;
-    IPluginV3OneRuntime* runtime;
-};
-
-Capabilities capabilitiesOf(IPluginV3* plugin, std::string const& expectedName)
-{
-    Capabilities caps{
-        static_cast<IPluginV3OneCore*>(plugin->getCapabilityInterface(PluginCapabilityType::kCORE)),
-        static_cast<IPluginV3OneBuild*>(plugin->getCapabilityInterface(PluginCapabilityType::kBUILD)),
-        static_cast<IPluginV3OneRuntime*>(plugin->getCapabilityInterface(PluginCapabilityType::kRUNTIME))};
-    if (!caps.core || !caps.build || !caps.runtime)
-    {
-        failStep("getCapabilityInterface returned null");
-    }
-    if (std::strcmp(caps.core->getInterfaceInfo().kind, "PLUGIN_V3ONE_CORE") != 0 ||
-        std::strcmp(caps.build->getInterfaceInfo().kind, "PLUGIN_V3ONE_BUILD") != 0 ||
-        std::strcmp(caps.runtime->getInterfaceInfo().kind, "PLUGIN_V3ONE_RUNTIME") != 0)
-    {
-        failStep("capability interfaces report the wrong kinds");
-    }
-    if (expectedName != caps.core->getPluginName() || std::string("1") != caps.core->getPluginVersion() ||
-        std::string("trt_plugin_kit") != caps.core->getPluginNamespace())
-    {
-        failStep("plugin reports ", caps.core->getPluginNamespace(), "::", caps.core->getPluginName(), " v",
-                 caps.core->getPluginVersion());
+        failStep(problem);
     }
     return caps;
 }
@@ -129,26 +97,6 @@ void checkOutputShapes(IPluginV3OneBuild* build, std::vector<TensorSpec> const& 
     }
 }
 
-std::vector<DynamicPluginTensorDesc> dynamicDescs(std::vector<TensorSpec> const& specs)
-{
-    std::vector<DynamicPluginTensorDesc> descs(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i)
-    {
-        auto& d = descs[i];
-        d.desc.type = specs[i].type;
-        d.desc.format = TensorFormat::kLINEAR;
-        d.desc.scale = 1.F;
-        d.desc.dims = specs[i].dims;
-        d.min = d.opt = d.max = specs[i].dims;
-        if (specs[i].dims.nbDims > 0)
-        {
-            d.desc.dims.d[0] = -1;  // A dynamic batch, as in the Triton engines.
-            d.min.d[0] = std::min<int64_t>(1, specs[i].dims.d[0]);
-        }
-    }
-    return descs;
-}
-
 //! supportsFormatCombination over every type and format TensorRT might offer, position by position, with
 //! earlier positions fixed to the case's choice (as TensorRT's format search does).
 void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& inputs,
@@ -156,7 +104,7 @@ void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& input
 {
     std::vector<TensorSpec> all(inputs);
     all.insert(all.end(), outputs.begin(), outputs.end());
-    auto descs = dynamicDescs(all);
+    auto descs = dynamicDescs(all, true);
     int32_t const nbIn = static_cast<int32_t>(inputs.size());
     int32_t const nbOut = static_cast<int32_t>(outputs.size());
     DataType const types[] = {DataType::kFLOAT, DataType::kHALF,  DataType::kINT8, DataType::kINT32,
@@ -191,19 +139,6 @@ void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& input
     }
 }
 
-std::vector<PluginTensorDesc> runtimeDescs(std::vector<TensorSpec> const& specs)
-{
-    std::vector<PluginTensorDesc> descs(specs.size());
-    for (size_t i = 0; i < specs.size(); ++i)
-    {
-        descs[i].type = specs[i].type;
-        descs[i].format = TensorFormat::kLINEAR;
-        descs[i].scale = 1.F;
-        descs[i].dims = specs[i].dims;
-    }
-    return descs;
-}
-
 struct DeviceAllocation
 {
     void* ptr{nullptr};
@@ -227,50 +162,6 @@ struct StreamGuard
     ~StreamGuard() { cudaStreamDestroy(stream); }
 };
 
-//! Largest error over the output, relative to the reference's scale (or units for integer outputs).
-double compare(HostTensor const& got, Reference const& ref, std::string& where)
-{
-    bool const integer = got.type == DataType::kINT8 || got.type == DataType::kINT32;
-    int64_t const n = got.count();
-    if (static_cast<int64_t>(ref.values.size()) != n)
-    {
-        failStep("reference has ", ref.values.size(), " values, output has ", n);
-    }
-    double maxAbs = 0.0;
-    for (double v : ref.values) maxAbs = std::max(maxAbs, std::fabs(v));
-    double worst = 0.0;
-    for (int64_t i = 0; i < n; ++i)
-    {
-        double const g = got.get(i);
-        double const r = ref.values[i];
-        if (std::isnan(g) != std::isnan(r))
-        {
-            where = "element " + std::to_string(i) + " is NaN (output not written?)";
-            return INFINITY;
-        }
-        double err;
-        if (integer)
-        {
-            err = std::fabs(g - r);
-        }
-        else
-        {
-            double const scale = ref.scale.empty() ? std::max(std::fabs(r), 1e-3 * maxAbs) : ref.scale[i];
-            // FP16 outputs cannot be closer than one subnormal step (2^-24) to a tiny reference value.
-            double const representable = got.type == DataType::kHALF ? std::ldexp(1.0, -24) : 0.0;
-            err = std::max(0.0, std::fabs(g - r) - representable) / std::max(scale, 1e-30);
-        }
-        if (err > worst)
-        {
-            worst = err;
-            std::ostringstream out;
-            out << "element " << i << ": got " << g << ", expected " << r;
-            where = out.str();
-        }
-    }
-    return worst;
-}
-
 void writeNpy(std::string const& path, HostTensor const& t)
 {
     char const* descr = t.type == DataType::kFLOAT  ? "<f4"
@@ -293,15 +184,6 @@ void writeNpy(std::string const& path, HostTensor const& t)
     out.write(reinterpret_cast<char const*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
 }
 
-std::string errorsLogged(RecordingLogger& logger)
-{
-    std::string all;
-    for (auto const& e : logger.take())
-    {
-        if (e.severity <= ILogger::Severity::kERROR) all += e.message + " | ";
-    }
-    return all;
-}
 }  // namespace
 
 IPluginCreatorV3One* findCreator(std::string const& plugin)
@@ -321,7 +203,7 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         // ---- build phase
         PluginPtr plugin(creator->createPlugin("layer", c.fields.collection(), TensorRTPhase::kBUILD));
         if (!plugin) failStep("createPlugin(kBUILD) returned null: ", errorsLogged(logger));
-        Capabilities caps = capabilitiesOf(plugin.get(), c.plugin);
+        Capabilities caps = checkedCapabilities(plugin.get(), c.plugin);
         int32_t const nbIn = static_cast<int32_t>(c.inputs.size());
         int32_t const nbOut = static_cast<int32_t>(c.outputs.size());
         if (caps.build->getNbOutputs() != nbOut) failStep("getNbOutputs is ", caps.build->getNbOutputs());
@@ -335,8 +217,8 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
 
         checkOutputShapes(caps.build, c.inputs, c.outputs);
         checkFormats(caps.build, c.inputs, c.outputs);
-        auto inDyn = dynamicDescs(c.inputs);
-        auto outDyn = dynamicDescs(c.outputs);
+        auto inDyn = dynamicDescs(c.inputs, true);
+        auto outDyn = dynamicDescs(c.outputs, true);
         if (caps.build->configurePlugin(inDyn.data(), nbIn, outDyn.data(), nbOut) != 0)
             failStep("configurePlugin failed: ", errorsLogged(logger));
         auto inConcrete = runtimeDescs(c.inputs);
@@ -351,7 +233,7 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
             creator->createPlugin("layer", serialized.collection(), TensorRTPhase::kRUNTIME));
         if (!runtimePlugin)
             failStep("createPlugin(kRUNTIME) from serialized fields failed: ", errorsLogged(logger));
-        Capabilities runtimeCaps = capabilitiesOf(runtimePlugin.get(), c.plugin);
+        Capabilities runtimeCaps = checkedCapabilities(runtimePlugin.get(), c.plugin);
         SerializedFields again(runtimeCaps.runtime->getFieldsToSerialize());
         if (again.blob() != serialized.blob()) failStep("serialize round trip changed the fields");
         PluginPtr cloned(runtimePlugin->clone());
@@ -370,7 +252,7 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         if (!attached) failStep("attachToContext returned null: ", errorsLogged(logger));
         runtimePlugin.reset();
         cloned.reset();
-        Capabilities attachedCaps = capabilitiesOf(attached.get(), c.plugin);
+        Capabilities attachedCaps = checkedCapabilities(attached.get(), c.plugin);
         if (attachedCaps.runtime->onShapeChange(inConcrete.data(), nbIn, outConcrete.data(), nbOut) != 0)
             failStep("onShapeChange failed: ", errorsLogged(logger));
 
@@ -425,7 +307,7 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         for (int32_t o = 0; o < nbOut; ++o)
         {
             std::string where;
-            double const err = compare(outputs[o], references[o], where);
+            double const err = maxError(outputs[o], references[o], where);
             bool const integer = outputs[o].type == DataType::kINT8 || outputs[o].type == DataType::kINT32;
             detail << (o ? ", " : "") << "out" << o << (integer ? " max diff " : " max rel err ")
                    << std::scientific << err;
@@ -457,7 +339,7 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
                 for (int32_t o = 0; o < nbOut; ++o)
                 {
                     std::string where;
-                    double const err = compare(tactical[o], references[o], where);
+                    double const err = maxError(tactical[o], references[o], where);
                     if (!(err <= c.tolerance))
                         failStep("tactic ", tactic, ": output ", o, " error ", err, " > ", c.tolerance,
                                  " at ", where);
@@ -563,7 +445,7 @@ Result runShapeError(ShapeErrorCase& s, RecordingLogger& logger)
         if (creator == nullptr) failStep("no creator");
         PluginPtr plugin(creator->createPlugin("layer", s.fields.collection(), TensorRTPhase::kBUILD));
         if (!plugin) failStep("createPlugin rejected good fields: ", errorsLogged(logger));
-        Capabilities caps = capabilitiesOf(plugin.get(), s.plugin);
+        Capabilities caps = checkedCapabilities(plugin.get(), s.plugin);
         int32_t const nbIn = static_cast<int32_t>(s.inputs.size());
         int32_t const nbOut = static_cast<int32_t>(s.outputs.size());
         // getOutputShapes with constant dims, configurePlugin, onShapeChange: at least the first two must
@@ -577,8 +459,8 @@ Result runShapeError(ShapeErrorCase& s, RecordingLogger& logger)
         }
         int32_t const shapes =
             caps.build->getOutputShapes(in.data(), nbIn, nullptr, 0, out.data(), nbOut, builder);
-        auto inDyn = dynamicDescs(s.inputs);
-        auto outDyn = dynamicDescs(s.outputs);
+        auto inDyn = dynamicDescs(s.inputs, true);
+        auto outDyn = dynamicDescs(s.outputs, true);
         for (size_t i = 0; i < inDyn.size(); ++i)
             inDyn[i].desc.dims = inDyn[i].min = inDyn[i].max = s.inputs[i].dims;
         int32_t const configured = caps.build->configurePlugin(inDyn.data(), nbIn, outDyn.data(), nbOut);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cases.h"
+#include "sequence.h"
 #include "trt_fakes.h"
 
 namespace stress
@@ -52,38 +53,18 @@ private:
     void (*mSetLoggerFinder)(nvinfer1::ILoggerFinder*){nullptr};
 };
 
-struct PluginDeleter
-{
-    void operator()(nvinfer1::IPluginV3* plugin) const { delete plugin; }
-};
-using PluginPtr = std::unique_ptr<nvinfer1::IPluginV3, PluginDeleter>;
+// The TensorRT-call helpers live in sequence.h (shared with plugin_harness).
+using harness::Capabilities;
+using harness::capabilitiesOf;
+using harness::cudaOk;
+using harness::dynamicDescs;
+using harness::errorsLogged;
+using harness::isIntegerType;
+using harness::maxError;
+using harness::PluginPtr;
+using harness::runtimeDescs;
 
-struct Capabilities
-{
-    nvinfer1::IPluginV3OneCore* core{nullptr};
-    nvinfer1::IPluginV3OneBuild* build{nullptr};
-    nvinfer1::IPluginV3OneRuntime* runtime{nullptr};
-};
-
-//! The three capability interfaces, or a message saying what is wrong with them (name, kinds, nulls).
-Capabilities capabilitiesOf(nvinfer1::IPluginV3* plugin, std::string const& expectedName,
-                            std::string& problem);
-
-//! Error-level messages logged since the last call (the logger is emptied either way).
-std::string errorsLogged(harness::RecordingLogger& logger);
-
-std::vector<nvinfer1::DynamicPluginTensorDesc> dynamicDescs(std::vector<harness::TensorSpec> const& specs);
-std::vector<nvinfer1::PluginTensorDesc> runtimeDescs(std::vector<harness::TensorSpec> const& specs);
-
-//! Largest error of `got` against the reference: relative to the reference's scale for float outputs (as
-//! the conformance harness judges them), in units for integer outputs. `where` names the worst element.
-double maxError(harness::HostTensor const& got, harness::Reference const& ref, std::string& where);
-
-bool isIntegerType(nvinfer1::DataType type);
 int64_t inputElements(harness::Case const& c);
-
-//! Throws std::runtime_error("<what>: <CUDA error>") unless `status` is cudaSuccess.
-void cudaOk(cudaError_t status, char const* what);
 
 //! Whether a CUDA device is usable; prints the device line when it is.
 bool haveGpu(bool print);
