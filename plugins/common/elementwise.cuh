@@ -1,5 +1,7 @@
 // Vectorized elementwise launch shared by the activation plugins: 128-bit loads and stores, 4 vectors in
-// flight per thread, scalar tail. `op(value, elementIndex)` maps one element (as float) to its result.
+// flight per thread, scalar tail. The op works on a run of consecutive elements converted to float,
+// `op(float (&values)[N], Index firstElement)`, so that it can hoist per-vector work (PReLU's channel
+// lookup); PerElement adapts a plain `float(float value, Index element)` op.
 #pragma once
 
 #include "cuda_utils.cuh"
@@ -9,6 +11,30 @@ namespace trt_plugin_kit
 
 constexpr int kElementwiseBlock = 256;
 constexpr int kElementwiseUnroll = 4;
+
+template <typename ElementOp>
+struct PerElement
+{
+    ElementOp op;
+    template <int N, typename Index>
+    __device__ __forceinline__ void operator()(float (&values)[N], Index first) const
+    {
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+        {
+            values[k] = op(values[k], first + k);
+        }
+    }
+};
+
+//! Applies `op` to one element through the run interface.
+template <typename T, typename Index, typename Op>
+__device__ __forceinline__ T applyOne(Op const& op, T x, Index i)
+{
+    float one[1] = {toFloat(x)};
+    op(one, i);
+    return fromFloat<T>(one[0]);
+}
 
 template <typename T, typename Index, typename Op>
 __global__ void __launch_bounds__(kElementwiseBlock)
@@ -34,11 +60,18 @@ __global__ void __launch_bounds__(kElementwiseBlock)
         Index const v = firstVec + u * kElementwiseBlock;
         if (v < vecCount)
         {
+            float run[kVec];
+#pragma unroll
+            for (int k = 0; k < kVec; ++k)
+            {
+                run[k] = toFloat(values[u].v[k]);
+            }
+            op(run, v * kVec);
             Vec16<T> out;
 #pragma unroll
             for (int k = 0; k < kVec; ++k)
             {
-                out.v[k] = fromFloat<T>(op(toFloat(values[u].v[k]), v * kVec + k));
+                out.v[k] = fromFloat<T>(run[k]);
             }
             storeVec(y + v * kVec, out);
         }
@@ -48,7 +81,7 @@ __global__ void __launch_bounds__(kElementwiseBlock)
     {
         for (Index i = vecCount * kVec + threadIdx.x; i < count; i += kElementwiseBlock)
         {
-            y[i] = fromFloat<T>(op(toFloat(x[i]), i));
+            y[i] = applyOne(op, x[i], i);
         }
     }
 }
@@ -60,7 +93,7 @@ __global__ void __launch_bounds__(kElementwiseBlock)
     for (Index i = static_cast<Index>(blockIdx.x) * kElementwiseBlock + threadIdx.x; i < count;
          i += static_cast<Index>(gridDim.x) * kElementwiseBlock)
     {
-        y[i] = fromFloat<T>(op(toFloat(x[i]), i));
+        y[i] = applyOne(op, x[i], i);
     }
 }
 

@@ -103,40 +103,14 @@ HugeRegion const& hugeRegion()
     return region;
 }
 
-//! Bytes per element a reader could assume for a field type (unknown types: 8, the widest scalar).
+//! Bytes per element a reader could assume for a field type: the harness's sizes for the types it knows,
+//! 8 (the widest scalar) for kUNKNOWN and values outside the enum, so a fuzzed buffer is never too short.
 size_t backingSize(int32_t type)
 {
-    switch (static_cast<PluginFieldType>(type))
-    {
-        case PluginFieldType::kFLOAT16:
-            return 2;
-        case PluginFieldType::kFLOAT32:
-            return 4;
-        case PluginFieldType::kFLOAT64:
-            return 8;
-        case PluginFieldType::kINT8:
-            return 1;
-        case PluginFieldType::kINT16:
-            return 2;
-        case PluginFieldType::kINT32:
-            return 4;
-        case PluginFieldType::kCHAR:
-            return 1;
-        case PluginFieldType::kDIMS:
-            return sizeof(Dims);
-        case PluginFieldType::kBF16:
-            return 2;
-        case PluginFieldType::kINT64:
-            return 8;
-        case PluginFieldType::kFP8:
-            return 1;
-        case PluginFieldType::kINT4:
-            return 1;
-        case PluginFieldType::kFP4:
-            return 1;
-        default:
-            return 8;
-    }
+    bool const known = type >= static_cast<int32_t>(PluginFieldType::kFLOAT16) &&
+                       type <= static_cast<int32_t>(PluginFieldType::kFP4) &&
+                       type != static_cast<int32_t>(PluginFieldType::kUNKNOWN);
+    return known ? harness::fieldTypeSize(static_cast<PluginFieldType>(type)) : 8;
 }
 
 char const* typeLabel(int32_t type)

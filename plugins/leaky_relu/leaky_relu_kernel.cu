@@ -22,9 +22,10 @@ cudaError_t launchTyped(void const* x, void* y, int64_t count, float negativeSlo
     auto* out = static_cast<T*>(y);
     if (count <= INT32_MAX)
     {
-        return launchElementwise<T, uint32_t>(in, out, count, LeakyReluOp{negativeSlope}, stream);
+        return launchElementwise<T, uint32_t>(in, out, count, PerElement<LeakyReluOp>{{negativeSlope}},
+                                              stream);
     }
-    return launchElementwise<T, int64_t>(in, out, count, LeakyReluOp{negativeSlope}, stream);
+    return launchElementwise<T, int64_t>(in, out, count, PerElement<LeakyReluOp>{{negativeSlope}}, stream);
 }
 }  // namespace
 
