@@ -52,15 +52,19 @@ REPO_ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO_ROOT))  # trt_plugin_kit, also when run from elsewhere or without `pip install`
 
 from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION, export, mnist  # noqa: E402
+from trt_plugin_kit.interface import (  # noqa: E402
+    FLAVOURS,
+    MODEL_REPOSITORY,
+    PLUGIN_LIBRARY_NAME,
+    PRECISIONS,
+    SAMPLES_DIR,
+)
+from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS  # noqa: E402
 from trt_plugin_kit.triton_config import ModelConfig, TextProtoError, load_model_config  # noqa: E402
 
-MODELS = ("mnist", "l2norm")
-FLAVOURS = ("plugin", "native")
-PRECISIONS = ("fp32", "fp16", "int8")
-DEFAULT_MODEL_REPOSITORY = REPO_ROOT / "model_repository"
+DEFAULT_MODEL_REPOSITORY = MODEL_REPOSITORY
 DEFAULT_ENGINE_DIR = REPO_ROOT / "build" / "engines"
-DEFAULT_SAMPLES_DIR = REPO_ROOT / "samples" / "digits"
-PLUGIN_LIBRARY_NAME = "libtrt_plugin_kit.so"
+DEFAULT_SAMPLES_DIR = SAMPLES_DIR
 
 # Range of the dynamic vector length of l2norm in the optimization profile (min, opt, max).
 L2NORM_DIM_RANGE = (1, 512, export.L2NORM_MAX_DIM)

@@ -35,24 +35,23 @@ from clients.errors import (
     ServerUnreachableError,
     UsageError,
 )
+from trt_plugin_kit.interface import (  # noqa: F401 - re-exported: clients' commands import them from here
+    ADMIN_HEADER,
+    ADMIN_KEY_ENV,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HOST,
+    DEFAULT_HTTP_PORT,
+    GRPC_RESTRICTED_HEADER_PREFIX,
+    PROTOCOLS,
+    admin_header,
+)
 
 log = logging.getLogger("clients")
 
-PROTOCOLS = ("grpc", "http")
-# Servers started by scripts/serve.py open their restricted APIs (shared memory registration, repository
-# index, ...) to requests carrying this header (trt_plugin_kit.serving.ADMIN_HEADER). Triton's gRPC
-# endpoint expects restricted-protocol headers with the prefix "triton-grpc-protocol-".
-ADMIN_HEADER = "triton-admin-key"
-ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
-GRPC_RESTRICTED_HEADER_PREFIX = "triton-grpc-protocol-"
-
-
-def admin_header(protocol: str) -> str:
-    return (GRPC_RESTRICTED_HEADER_PREFIX if protocol == "grpc" else "") + ADMIN_HEADER
-
-
-# Triton's default ports; 127.0.0.1 rather than localhost so an IPv6-first resolver cannot add a delay.
-DEFAULT_URLS = {"grpc": "127.0.0.1:8001", "http": "127.0.0.1:8000"}
+DEFAULT_URLS = {
+    "grpc": f"{DEFAULT_HOST}:{DEFAULT_GRPC_PORT}",
+    "http": f"{DEFAULT_HOST}:{DEFAULT_HTTP_PORT}",
+}
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 3
 # First retry after 0.25 s, then 0.5, 1, 2, ... capped: a server that is restarting gets a few seconds.

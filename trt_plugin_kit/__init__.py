@@ -4,7 +4,6 @@ Python side of the project: NumPy references of the plugin ops, the models (ONNX
 native flavours), and helpers shared by the serving code, the clients and the load tests.
 """
 
-# The TensorRT plugin namespace every plugin of libtrt_plugin_kit.so registers under. ONNX nodes
-# (attribute `plugin_namespace`), build scripts and docs use this exact string.
-PLUGIN_NAMESPACE = "trt_plugin_kit"
-PLUGIN_VERSION = "1"
+from trt_plugin_kit.interface import PLUGIN_NAMESPACE, PLUGIN_VERSION
+
+__all__ = ["PLUGIN_NAMESPACE", "PLUGIN_VERSION"]

@@ -35,21 +35,24 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION, lenet, mnist
+from trt_plugin_kit import lenet, mnist
+from trt_plugin_kit.interface import (
+    FLAVOURS,
+    L2NORM_INPUT,
+    L2NORM_OUTPUT,
+    MODELS_DIR,
+    ONNX_DIR,
+    PLUGIN_NAMESPACE,
+    PLUGIN_VERSION,
+    PRECISIONS,
+)
+from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 
 PLUGIN_DOMAIN = "trt_plugin_kit"
 OPSET = 17
-FLAVOURS = ("plugin", "native")
-MODELS = ("mnist", "l2norm")
-PRECISIONS = ("fp32", "fp16", "int8")
-
-MODELS_DIR = mnist.REPO_ROOT / "models"
-ONNX_DIR = MODELS_DIR / "onnx"
 WEIGHTS_PATH = MODELS_DIR / "lenet5_mnist.npz"
 INT8_SCALES_PATH = MODELS_DIR / "lenet5_mnist_int8_scales.json"
 
-# l2norm interface
-L2NORM_INPUT, L2NORM_OUTPUT = "vector", "normalized"
 L2NORM_EPS = 1e-12
 L2NORM_MAX_DIM = 4096  # longest vector the TensorRT engines are built for (optimization profile)
 

@@ -33,30 +33,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-MODEL_REPOSITORY = REPO_ROOT / "model_repository"
-BUILD_DIR = REPO_ROOT / "build"
+from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
+    ADMIN_HEADER,
+    BUILD_DIR,
+    CPU_MODEL_CONFIG_NAME,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_METRICS_PORT,
+    GRPC_ADMIN_HEADER,
+    MODEL_NAMES,
+    MODEL_REPOSITORY,
+    PLUGIN_LIBRARY_NAME,
+    REPO_ROOT,
+    RESTRICTED_APIS,
+    TENSORRT_MODELS,
+    VARIANTS,
+)
 
-# The repository's public interface: clients, load tests and docs rely on these names.
-MODEL_NAMES = ("mnist", "l2norm", "mnist_preprocess", "mnist_pipeline")
-# Models whose default configuration is a TensorRT engine (1/model.plan, built by build_engines.py).
-TENSORRT_MODELS = ("mnist", "l2norm")
-
-VARIANTS = ("tensorrt", "cpu")
-CPU_MODEL_CONFIG_NAME = "cpu"
-DEFAULT_HTTP_PORT, DEFAULT_GRPC_PORT, DEFAULT_METRICS_PORT = 8000, 8001, 8002
-
-# Administrative APIs that stay closed unless the client sends the header `ADMIN_HEADER: <key>`:
-# loading/unloading/indexing models, registering shared memory, changing trace or log settings.
-RESTRICTED_APIS = ("model-repository", "shared-memory", "trace", "logging")
-ADMIN_HEADER = "triton-admin-key"
-# Triton's gRPC frontend expects restricted-protocol metadata under this prefix.
-GRPC_ADMIN_HEADER = f"triton-grpc-protocol-{ADMIN_HEADER}"
 # Largest HTTP request body accepted, where the server supports --http-max-input-size (Triton >= 25.05).
 # Bigger than the per-image limit of mnist_preprocess (8 MiB) so that those get the model's own error.
 HTTP_MAX_INPUT_BYTES = 32 * 1024 * 1024
 
-PLUGIN_LIBRARY_NAME = "libtrt_plugin_kit.so"
 TENSORRT_RUNTIME_SONAMES = ("libnvinfer.so.11", "libnvinfer.so.10")
 TRITONSERVER_CANDIDATES = ("/opt/tritonserver/bin/tritonserver",)
 

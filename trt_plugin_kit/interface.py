@@ -1,0 +1,76 @@
+"""The kit's public interface in one place: names, ports, headers, paths.
+
+Everything that more than one tool (serving, clients, load tests, engine builder, compose, Kubernetes)
+must agree on lives here and nowhere else; the other modules import it. Model and tensor names are part of
+the interface users rely on: renaming one here renames it everywhere, which is the point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+# ---------------------------------------------------------------------------------------------------------
+# Paths inside a checkout
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MODEL_REPOSITORY = REPO_ROOT / "model_repository"
+BUILD_DIR = REPO_ROOT / "build"
+MODELS_DIR = REPO_ROOT / "models"
+ONNX_DIR = MODELS_DIR / "onnx"
+SAMPLES_DIR = REPO_ROOT / "samples" / "digits"
+# Data that lives beside the checkout (not in git): the MNIST digits for evaluation and load tests.
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+# ---------------------------------------------------------------------------------------------------------
+# The plugin library
+
+PLUGIN_LIBRARY_NAME = "libtrt_plugin_kit.so"
+# Every plugin of the library registers under this TensorRT plugin namespace and version. ONNX nodes
+# (attributes `plugin_namespace`, `plugin_version`), build scripts and docs use these exact strings.
+PLUGIN_NAMESPACE = "trt_plugin_kit"
+PLUGIN_VERSION = "1"
+
+# ---------------------------------------------------------------------------------------------------------
+# Models served by Triton (one folder each under model_repository/)
+
+MNIST = "mnist"
+L2NORM = "l2norm"
+MNIST_PREPROCESS = "mnist_preprocess"
+MNIST_PIPELINE = "mnist_pipeline"
+MODEL_NAMES = (MNIST, L2NORM, MNIST_PREPROCESS, MNIST_PIPELINE)
+# Models with a TensorRT engine (1/model.plan, built by build_engines.py) as their default configuration.
+TENSORRT_MODELS = (MNIST, L2NORM)
+# ONNX flavours of the TensorRT models: custom plugin nodes, or standard operators only.
+FLAVOURS = ("plugin", "native")
+PRECISIONS = ("fp32", "fp16", "int8")
+
+# Tensor names (interface: clients and ensembles address tensors by these).
+MNIST_INPUT, MNIST_OUTPUT = "image", "probabilities"
+L2NORM_INPUT, L2NORM_OUTPUT = "vector", "normalized"
+PIPELINE_INPUT, PIPELINE_OUTPUT = "image_bytes", "probabilities"
+
+# Serving variants: the TensorRT engines with the plugin library, or the same interface on the CPU.
+VARIANTS = ("tensorrt", "cpu")
+CPU_MODEL_CONFIG_NAME = "cpu"
+
+# ---------------------------------------------------------------------------------------------------------
+# Endpoints
+
+PROTOCOLS = ("grpc", "http")
+DEFAULT_HOST = "127.0.0.1"  # not "localhost": an IPv6-first resolver must not add a delay
+DEFAULT_HTTP_PORT, DEFAULT_GRPC_PORT, DEFAULT_METRICS_PORT = 8000, 8001, 8002
+
+# Administrative APIs stay closed unless a request carries ADMIN_HEADER: <key>, the key coming from
+# $TRITON_ADMIN_KEY where the server starts: loading/unloading/indexing models, registering shared memory,
+# changing trace or log settings.
+RESTRICTED_APIS = ("model-repository", "shared-memory", "trace", "logging")
+ADMIN_HEADER = "triton-admin-key"
+ADMIN_KEY_ENV = "TRITON_ADMIN_KEY"
+# Triton's gRPC frontend expects restricted-protocol metadata under this prefix.
+GRPC_RESTRICTED_HEADER_PREFIX = "triton-grpc-protocol-"
+GRPC_ADMIN_HEADER = GRPC_RESTRICTED_HEADER_PREFIX + ADMIN_HEADER
+
+
+def admin_header(protocol: str) -> str:
+    """The header name that carries the admin key over ``protocol`` ("grpc" or "http")."""
+    return GRPC_ADMIN_HEADER if protocol == "grpc" else ADMIN_HEADER
