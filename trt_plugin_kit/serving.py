@@ -76,6 +76,28 @@ EXPECTED_CPU_ERROR_LINES = (
     "CudaDriverHelper has not been initialized",
     "unable to create stream for mnist_pipeline: CUDA driver version is insufficient",
 )
+# The hardening every deployment of this kit starts tritonserver with (make serve, compose, Kubernetes):
+# load exactly what the repository holds at start and never load/unload remotely, ready only when every
+# model is, stop on a model that fails to load, complete configurations only, no SageMaker/Vertex AI
+# endpoints. Deployment files take these from here (generated or checked by tests), never by copy.
+HARDENED_FLAGS = (
+    "--model-control-mode=none",
+    "--strict-readiness=true",
+    "--exit-on-error=true",
+    "--disable-auto-complete-config",
+    "--allow-metrics=true",
+    "--allow-sagemaker=false",
+    "--allow-vertex-ai=false",
+)
+
+
+def restricted_api_flags(admin_key: str, help_text: str | None = None) -> list[str]:
+    """The flags that put the administrative APIs behind ADMIN_HEADER: admin_key (where Triton has them)."""
+    restriction = f"{','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={admin_key}"
+    flags = {"--http-restricted-api": restriction, "--grpc-restricted-protocol": restriction}
+    return [f"{flag}={value}" for flag, value in flags.items() if help_text is None or flag in help_text]
+
+
 # Prefix of the Python backend's shared-memory regions in /dev/shm; a per-server suffix lets us remove
 # exactly what one server left behind when it died.
 SHM_PREFIX = "trt_plugin_kit_"
@@ -367,30 +389,19 @@ class TritonServer:
     def _common_args(self, help_text: str) -> list[str]:
         args = [
             f"--model-repository={self.model_repository}",
-            # Hardened defaults: load exactly what the repository holds at start, never load/unload remotely.
-            "--model-control-mode=none",
-            "--strict-readiness=true",
-            "--exit-on-error=true",
-            "--disable-auto-complete-config",
+            *HARDENED_FLAGS,
             # Behind the HTTP guard Triton's own HTTP port is private to this machine.
             f"--http-address={'127.0.0.1' if self.guarded else self.host}",
             f"--http-port={self._triton_http_port}",
             f"--grpc-address={self.host}",
             f"--grpc-port={self.ports.grpc}",
-            "--allow-metrics=true",
             f"--metrics-address={self.host}",
             f"--metrics-port={self.ports.metrics}",
-            "--allow-sagemaker=false",
-            "--allow-vertex-ai=false",
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
-        restriction = f"{','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}"
-        if "--http-restricted-api" in help_text:
-            args.append(f"--http-restricted-api={restriction}")
-        if "--grpc-restricted-protocol" in help_text:
-            args.append(f"--grpc-restricted-protocol={restriction}")
+        args += restricted_api_flags(self.admin_key, help_text)
         if "--http-max-input-size" in help_text:
             args.append(f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}")
         return args
