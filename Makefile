@@ -14,7 +14,7 @@ TRT_VERSIONS ?= 10.13.3 11.1
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help venv plugins harness-check pytest test lint format serve loadtest clean
+.PHONY: help venv test-tools k8s-generate plugins harness-check pytest test lint format serve loadtest clean
 
 help:
 	@echo "make serve | make test | make plugins | make harness-check | make lint | make loadtest"
@@ -26,6 +26,23 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 venv: $(VENV)/.installed
+
+# What only the tests need, kept out of what `make serve` installs.
+$(VENV)/.test-installed: pyproject.toml $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+# checkov (security scan of the Kubernetes manifests) in a virtual environment of its own: its pinned
+# dependencies would downgrade the project's.
+CHECKOV_VENV ?= .venv-checkov
+CHECKOV_REQUIREMENTS := deploy/kubernetes/checkov-requirements.txt
+$(CHECKOV_VENV)/.installed: $(CHECKOV_REQUIREMENTS)
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install -q --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install -q -r $(CHECKOV_REQUIREMENTS)
+	touch $@
+
+test-tools: $(VENV)/.test-installed $(CHECKOV_VENV)/.installed
 
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set.
 plugins:
@@ -46,8 +63,8 @@ harness-check: plugins
 	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
 	done
 
-pytest: venv
-	$(PY) -m pytest -q
+pytest: venv test-tools
+	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q
 
 test: lint harness-check pytest
 
@@ -63,6 +80,10 @@ format: venv
 
 serve: venv
 	$(PY) -m trt_plugin_kit.serve $(SERVE_ARGS)
+
+# Regenerate the parts of deploy/kubernetes/ derived from serving.py, interface.py and docker-compose.yml.
+k8s-generate: venv
+	$(PY) -m trt_plugin_kit.kubernetes
 
 loadtest: venv
 	$(PY) -m loadtests $(LOADTEST_ARGS)

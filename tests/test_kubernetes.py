@@ -1,0 +1,424 @@
+"""deploy/kubernetes/ without a cluster: both overlays rendered by the real kustomize (`kubectl kustomize`),
+every object validated against the JSON schemas of a current Kubernetes release (kubernetes-validate,
+strict), scanned by checkov, and held to the kit's invariants: the same model repository, flags and ports
+as docker-compose.yml and `make serve`, the plugin library preloaded in the gpu overlay only.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import kubernetes_validate
+import pytest
+import yaml
+
+from trt_plugin_kit import kubernetes as k8s
+from trt_plugin_kit.interface import (
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_METRICS_PORT,
+    MODEL_REPOSITORY,
+    REPO_ROOT,
+)
+from trt_plugin_kit.serve import parse_args
+from trt_plugin_kit.serving import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
+
+KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
+OVERLAYS = ("gpu", "cpu")
+# kustomize v5 (kubectl >= 1.27) renders `patches:`/`labels:`; Debian 12's kubectl 1.20 embeds v2.0.3.
+MIN_KUSTOMIZE = (5, 0)
+KINDS = {
+    "Namespace",
+    "ServiceAccount",
+    "Deployment",
+    "Service",
+    "PodDisruptionBudget",
+    "HorizontalPodAutoscaler",
+    "NetworkPolicy",
+    "ServiceMonitor",
+}
+CUSTOM_KINDS = {"ServiceMonitor", "ServingRuntime"}  # not in Kubernetes' schemas: checked below by hand
+PUBLIC_PORTS = {"http": DEFAULT_HTTP_PORT, "grpc": DEFAULT_GRPC_PORT, "metrics": DEFAULT_METRICS_PORT}
+
+
+def kustomize_version() -> tuple[int, ...]:
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        pytest.fail(
+            "kubectl not found: the Kubernetes checks render the overlays with `kubectl kustomize` "
+            "(kubectl >= 1.27, kustomize v5; this project's machines carry kubectl 1.32). Debian 12's "
+            "kubernetes-client (1.20) is too old to render them."
+        )
+    result = subprocess.run([kubectl, "version", "--client", "-o", "json"], capture_output=True, text=True)
+    version = json.loads(result.stdout).get("kustomizeVersion", "v0")
+    return tuple(int(part) for part in re.findall(r"\d+", version)[:2])
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[str, list[dict]]:
+    version = kustomize_version()
+    assert version >= MIN_KUSTOMIZE, f"kubectl's kustomize {version} is older than v5: use kubectl >= 1.27"
+    documents = {}
+    for overlay in OVERLAYS:
+        result = subprocess.run(
+            ["kubectl", "kustomize", str(KUBERNETES_DIR / "overlays" / overlay)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stderr == "", f"kustomize warns about overlays/{overlay}: {result.stderr}"
+        documents[overlay] = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    return documents
+
+
+@pytest.fixture(scope="module")
+def serving_runtime() -> dict:
+    return yaml.safe_load(k8s.SERVING_RUNTIME.read_text())
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load(k8s.COMPOSE_FILE.read_text())
+
+
+def find(documents: list[dict], kind: str) -> dict:
+    (match,) = [doc for doc in documents if doc["kind"] == kind]
+    return match
+
+
+def pod_spec(documents: list[dict]) -> dict:
+    return find(documents, "Deployment")["spec"]["template"]["spec"]
+
+
+def container(documents: list[dict], name: str) -> dict:
+    (match,) = [c for c in pod_spec(documents)["containers"] if c["name"] == name]
+    return match
+
+
+def all_containers(spec: dict) -> list[dict]:
+    return spec.get("initContainers", []) + spec["containers"]
+
+
+def env_of(container_spec: dict) -> dict[str, str]:
+    return {item["name"]: item.get("value") for item in container_spec.get("env", [])}
+
+
+def flags(args: list[str]) -> dict[str, str]:
+    """--name=value items as {name: value}; bare --name as {name: ""}."""
+    return {item[2:].split("=", 1)[0]: item.partition("=")[2] for item in args if item.startswith("--")}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Generated files, rendering, schemas, security scan
+
+
+def test_generated_files_are_current():
+    stale = k8s.stale_files()
+    assert not stale, f"regenerate with `python -m trt_plugin_kit.kubernetes` (make k8s-generate): {stale}"
+
+
+def test_generated_files_follow_their_sources():
+    pin = k8s.read_ngc_pin()
+    moved = k8s.NgcPin("26.04", "10.99.0", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
+    assert not moved.needs_http_guard and pin.needs_http_guard == (pin.release_tuple < (26, 4))
+    patch = k8s.gpu_deployment_patch(moved)
+    containers = patch["spec"]["template"]["spec"]["containers"]
+    assert [c["name"] for c in containers] == ["triton"]  # 26.04 checks shapes itself: no guard
+    assert f"--http-port={DEFAULT_HTTP_PORT}" in containers[0]["args"]
+    assert env_of(containers[0])["TENSORRT_VERSION"] == "10.99.0"
+    assert k8s.serving_runtime(moved)["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
+
+
+def test_both_overlays_render_every_object(rendered):
+    for overlay, documents in rendered.items():
+        assert {doc["kind"] for doc in documents} == KINDS, overlay
+        for doc in documents:
+            if doc["kind"] != "Namespace":
+                assert doc["metadata"]["namespace"] == "trt-plugin-kit", (overlay, doc["kind"])
+
+
+def test_every_object_is_valid_for_a_current_kubernetes_strictly(rendered, serving_runtime):
+    version = kubernetes_validate.latest_version()
+    assert tuple(int(p) for p in version.split(".")[:2]) >= (1, 33), f"schemas of {version} are not current"
+    checked = 0
+    for overlay, documents in rendered.items():
+        for doc in documents:
+            if doc["kind"] in CUSTOM_KINDS:
+                continue
+            try:
+                kubernetes_validate.validate(doc, version, strict=True)
+            except kubernetes_validate.ValidationError as error:
+                pytest.fail(f"overlays/{overlay} {doc['kind']}: {error.message}")
+            checked += 1
+    assert checked == 2 * (len(KINDS) - 1)
+    # The custom resources' pod parts are Kubernetes types: validate them as a Pod would be.
+    runtime_spec = serving_runtime["spec"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "servingruntime"},
+        "spec": {"containers": runtime_spec["containers"], "volumes": runtime_spec["volumes"]},
+    }
+    kubernetes_validate.validate(pod, version, strict=True)
+
+
+def test_the_validator_rejects_what_it_should(rendered):
+    deployment = copy.deepcopy(find(rendered["gpu"], "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenesProbe"] = {}  # a typo
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, kubernetes_validate.latest_version(), strict=True)
+
+
+def test_custom_resources_use_their_apis_fields(rendered, serving_runtime):
+    # ServiceMonitor (monitoring.coreos.com/v1) and ServingRuntime (serving.kserve.io/v1alpha1): the fields
+    # used exist in those CRDs (prometheus-operator, KServe); no schema of theirs ships with Kubernetes.
+    monitor = find(rendered["gpu"], "ServiceMonitor")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1"
+    assert set(monitor["spec"]) == {"selector", "endpoints"}
+    for endpoint in monitor["spec"]["endpoints"]:
+        assert set(endpoint) <= {"port", "path", "interval", "scrapeTimeout"}
+    assert serving_runtime["apiVersion"] == "serving.kserve.io/v1alpha1"
+    assert set(serving_runtime["spec"]) <= {
+        "supportedModelFormats",
+        "protocolVersions",
+        "containers",
+        "volumes",
+        "nodeSelector",
+        "tolerations",
+        "annotations",
+        "labels",
+    }
+    assert serving_runtime["spec"]["containers"][0]["name"] == "kserve-container"  # KServe merges into it
+
+
+def accepted_checkov_findings(deployment: dict) -> dict[str, str]:
+    annotations = deployment["metadata"].get("annotations", {})
+    return dict(v.split("=", 1) for k, v in annotations.items() if k.startswith("checkov.io/skip"))
+
+
+def test_checkov_finds_nothing_but_the_documented_exceptions(rendered, tmp_path):
+    checkov = os.environ.get("CHECKOV") or str(REPO_ROOT / ".venv-checkov" / "bin" / "checkov")
+    if not Path(checkov).is_file():
+        pytest.fail("checkov not found: `make test` installs it into .venv-checkov (or set CHECKOV=path)")
+    for overlay, documents in rendered.items():
+        (tmp_path / f"{overlay}.yaml").write_text(yaml.safe_dump_all(documents))
+    result = subprocess.run(
+        [checkov, "-d", str(tmp_path), "--framework", "kubernetes", "--skip-download", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    reports = json.loads(result.stdout)
+    (report,) = reports if isinstance(reports, list) else [reports]
+    failed = [(c["check_id"], c["check_name"], c["file_path"]) for c in report["results"]["failed_checks"]]
+    assert not failed, f"checkov findings: {failed}"
+    assert report["summary"]["passed"] > 100 and report["summary"]["resource_count"] >= 2 * len(KINDS)
+    accepted = accepted_checkov_findings(find(rendered["gpu"], "Deployment"))
+    skipped = {c["check_id"] for c in report["results"]["skipped_checks"]}
+    assert skipped == set(accepted), "an accepted exception no longer applies: remove its annotation"
+    readme = (KUBERNETES_DIR / "README.md").read_text()
+    for check_id, reason in accepted.items():
+        assert len(reason) > 30 and check_id in readme, f"{check_id}: document the reason in the README"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Invariants shared with compose and `make serve`
+
+
+def test_gpu_server_runs_the_flags_of_compose_and_make_serve(rendered, compose):
+    triton = container(rendered["gpu"], "triton")
+    args = triton["args"]
+    assert args[0] == "tritonserver"
+    for flag in HARDENED_FLAGS:  # the one source, also used by make serve (TritonServer._common_args)
+        assert flag in args
+    ours, theirs = flags(args), flags(compose["services"]["triton"]["command"])
+    # Only where HTTP listens differs: behind the guard Triton's own HTTP port is the pod's loopback.
+    assert {k: v for k, v in ours.items() if k not in ("http-port", "http-address")} == {
+        k: v for k, v in theirs.items() if k != "http-port"
+    }
+    assert ours["http-max-input-size"] == str(HTTP_MAX_INPUT_BYTES)
+    assert (int(ours["grpc-port"]), int(ours["metrics-port"])) == (DEFAULT_GRPC_PORT, DEFAULT_METRICS_PORT)
+
+
+def test_public_http_port_is_the_guard_or_triton(rendered):
+    pin = k8s.read_ngc_pin()
+    names = [c["name"] for c in pod_spec(rendered["gpu"])["containers"]]
+    triton_flags = flags(container(rendered["gpu"], "triton")["args"])
+    if pin.needs_http_guard:
+        assert names == ["triton", "http-guard"]
+        guard = flags(container(rendered["gpu"], "http-guard")["command"])
+        assert guard["listen"] == f"0.0.0.0:{DEFAULT_HTTP_PORT}"
+        assert guard["upstream"] == f"127.0.0.1:{triton_flags['http-port']}"
+        assert triton_flags["http-address"] == "127.0.0.1"
+        assert int(guard["max-input-bytes"]) == HTTP_MAX_INPUT_BYTES
+        # The guard's command line is one its module accepts.
+        help_text = subprocess.run(
+            [sys.executable, "-m", "trt_plugin_kit.http_guard", "--help"], capture_output=True, text=True
+        ).stdout
+        assert all(f"--{name}" in help_text for name in guard)
+    else:
+        assert names == ["triton"] and int(triton_flags["http-port"]) == DEFAULT_HTTP_PORT
+
+
+def test_gpu_artifacts_are_the_builders_and_compose_paths(rendered, compose):
+    spec = pod_spec(rendered["gpu"])
+    (builder,) = spec["initContainers"]
+    triton = container(rendered["gpu"], "triton")
+    builder_env, triton_env = env_of(builder), env_of(triton)
+    compose_builder = compose["services"]["builder"]["environment"]
+    compose_triton = compose["services"]["triton"]["environment"]
+    # Same paths, same TensorRT pin as compose; LD_PRELOAD is the library the builder writes.
+    for key in ("ARTIFACTS_DIR", "PLUGIN_LIBRARY", "MODEL_REPOSITORY", "TENSORRT_VERSION"):
+        assert builder_env[key] == compose_builder[key], key
+    assert triton_env["LD_PRELOAD"] == builder_env["PLUGIN_LIBRARY"] == compose_triton["LD_PRELOAD"]
+    assert flags(triton["args"])["model-repository"] == builder_env["MODEL_REPOSITORY"]
+    # The builder writes into the volume that the server mounts read-only at the same place.
+    builder_mount = {m["mountPath"]: m for m in builder["volumeMounts"]}[builder_env["ARTIFACTS_DIR"]]
+    triton_mount = {m["mountPath"]: m for m in triton["volumeMounts"]}[builder_env["ARTIFACTS_DIR"]]
+    assert builder_mount["name"] == triton_mount["name"] and triton_mount["readOnly"]
+    assert not builder_mount.get("readOnly")
+    # Runs the image's command (docker/build_artifacts.sh) from the Dockerfile's WORKDIR.
+    assert "command" not in builder and "args" not in builder
+    dockerfile = (REPO_ROOT / "docker" / "builder.Dockerfile").read_text()
+    assert f"WORKDIR {k8s.BUILDER_WORKDIR}\n" in dockerfile
+    # Images: of the release compose pins, built from the compose Dockerfiles.
+    release = k8s.read_ngc_pin().release
+    assert builder["image"] == f"{k8s.BUILDER_IMAGE}:{release}"
+    assert triton["image"] == f"{k8s.TRITON_GPU_IMAGE}:{release}"
+    assert "aiohttp" in (REPO_ROOT / "docker" / "triton.Dockerfile").read_text()  # the guard's import
+
+
+def test_gpus_are_requested_by_the_builder_and_the_server(rendered):
+    spec = pod_spec(rendered["gpu"])
+    for item in [spec["initContainers"][0], container(rendered["gpu"], "triton")]:
+        assert item["resources"]["limits"]["nvidia.com/gpu"] == "1", item["name"]
+    for item in all_containers(pod_spec(rendered["cpu"])):
+        assert "nvidia.com/gpu" not in json.dumps(item.get("resources", {}))
+
+
+def test_ld_preload_only_in_the_gpu_overlay(rendered):
+    gpu = [c["name"] for c in all_containers(pod_spec(rendered["gpu"])) if "LD_PRELOAD" in env_of(c)]
+    assert gpu == ["triton"]
+    assert "LD_PRELOAD" not in yaml.safe_dump_all(rendered["cpu"])
+
+
+def test_cpu_server_starts_like_make_serve(rendered, compose):
+    triton = container(rendered["cpu"], "triton")
+    assert triton["command"] == ["python", "-m", "trt_plugin_kit.serve"]
+    args = parse_args(triton["args"])  # serve.py's own parser: flags it does not know fail here
+    assert (args.variant, args.host, args.restart) == ("cpu", "0.0.0.0", "never")
+    assert (args.http_port, args.grpc_port, args.metrics_port) == tuple(PUBLIC_PORTS.values())
+    assert args.model_repository == MODEL_REPOSITORY and args.tritonserver_args == []
+    version = re.search(r'^version = "(.+)"$', (REPO_ROOT / "pyproject.toml").read_text(), re.MULTILINE)[1]
+    assert triton["image"] == f"trt-plugin-kit/triton-cpu:{version}"
+
+
+def test_ports_service_and_probes_agree(rendered):
+    for overlay, documents in rendered.items():
+        service = find(documents, "Service")
+        assert {p["name"]: p["port"] for p in service["spec"]["ports"]} == PUBLIC_PORTS, overlay
+        assert all(p["targetPort"] == p["port"] for p in service["spec"]["ports"])
+        spec = pod_spec(documents)
+        declared = {p["containerPort"]: p.get("name") for c in spec["containers"] for p in c.get("ports", [])}
+        assert declared == {port: name for name, port in PUBLIC_PORTS.items()}, overlay
+        triton = container(documents, "triton")
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            handler = triton[probe]
+            if "httpGet" in handler:
+                assert handler["httpGet"]["port"] in declared
+                path = "/v2/health/ready" if probe == "readinessProbe" else "/v2/health/live"
+                assert handler["httpGet"]["path"] == path, (overlay, probe)
+            else:  # Triton's gRPC health service (grpc.health.v1), behind the HTTP guard
+                assert handler["grpc"]["port"] == DEFAULT_GRPC_PORT and probe != "readinessProbe"
+        assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+
+
+def test_selectors_match_the_pods(rendered):
+    for overlay, documents in rendered.items():
+        deployment = find(documents, "Deployment")
+        labels = deployment["spec"]["template"]["metadata"]["labels"]
+        selectors = {
+            "Deployment": deployment["spec"]["selector"]["matchLabels"],
+            "Service": find(documents, "Service")["spec"]["selector"],
+            "PodDisruptionBudget": find(documents, "PodDisruptionBudget")["spec"]["selector"]["matchLabels"],
+            "NetworkPolicy": find(documents, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"],
+        }
+        for kind, selector in selectors.items():
+            assert selector.items() <= labels.items(), (overlay, kind)
+        monitor = find(documents, "ServiceMonitor")["spec"]
+        service = find(documents, "Service")
+        assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+        assert monitor["endpoints"][0]["port"] == "metrics"
+        hpa = find(documents, "HorizontalPodAutoscaler")["spec"]
+        assert hpa["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "triton"}
+
+
+def test_network_policy_admits_inference_and_metrics_only(rendered):
+    policy = find(rendered["gpu"], "NetworkPolicy")["spec"]
+    assert set(policy["policyTypes"]) == {"Ingress", "Egress"} and policy["egress"] == []
+    open_ports = {p["port"] for rule in policy["ingress"] if "from" not in rule for p in rule["ports"]}
+    assert open_ports == {DEFAULT_HTTP_PORT, DEFAULT_GRPC_PORT}
+    (restricted,) = [rule for rule in policy["ingress"] if "from" in rule]
+    assert [p["port"] for p in restricted["ports"]] == [DEFAULT_METRICS_PORT]
+    # The private port of Triton behind the guard is never admitted.
+    assert k8s.PRIVATE_HTTP_PORT not in open_ports
+
+
+def test_every_container_is_locked_down(rendered, serving_runtime):
+    for overlay, documents in rendered.items():
+        spec = pod_spec(documents)
+        assert spec["securityContext"]["runAsNonRoot"] and spec["automountServiceAccountToken"] is False
+        assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+        for item in all_containers(spec) + serving_runtime["spec"]["containers"]:
+            context = item["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False and context["readOnlyRootFilesystem"]
+            assert context["capabilities"]["drop"] == ["ALL"], (overlay, item["name"])
+        namespace = find(documents, "Namespace")["metadata"]["labels"]
+        assert namespace["pod-security.kubernetes.io/enforce"] == "restricted"
+
+
+def test_autoscaler_scales_on_the_adapters_queue_metric(rendered):
+    hpa = find(rendered["gpu"], "HorizontalPodAutoscaler")
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    (metric,) = hpa["spec"]["metrics"]
+    values = yaml.safe_load((KUBERNETES_DIR / "prometheus-adapter" / "values.yaml").read_text())
+    (rule,) = values["rules"]["custom"]
+    assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == rule["name"]["as"]
+    assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}  # per pod, as a Pods metric needs
+    assert hpa["spec"]["minReplicas"] >= 2  # the PodDisruptionBudget leaves one serving during a drain
+
+
+def test_adapter_queries_metrics_triton_exports(triton_server):
+    # The real server's /metrics (CPU variant, same Triton metric families as the TensorRT one).
+    import urllib.request  # noqa: PLC0415
+
+    exported = urllib.request.urlopen(triton_server.metrics_url, timeout=10).read().decode()
+    values = (KUBERNETES_DIR / "prometheus-adapter" / "values.yaml").read_text()
+    queried = set(re.findall(r"\b(nv_[a-z_]+)\{", values))
+    assert queried == {"nv_inference_queue_duration_us", "nv_inference_request_success"}
+    for name in queried:
+        assert re.search(rf"^{name}\{{", exported, flags=re.MULTILINE), f"Triton exports no {name}"
+
+
+def test_serving_runtime_preloads_the_plugin_library_from_the_model_storage(serving_runtime):
+    pin = k8s.read_ngc_pin()
+    (server,) = serving_runtime["spec"]["containers"]
+    env = env_of(server)
+    # The storage holds what the builder writes into its artifacts folder, at the same relative paths.
+    assert env["LD_PRELOAD"] == f"{k8s.KSERVE_MODEL_DIR}/{pin.relative(pin.plugin_library)}"
+    assert env["ARTIFACTS_DIR"] == k8s.KSERVE_MODEL_DIR and env["TENSORRT_VERSION"] == pin.tensorrt_version
+    args = flags(server["args"])
+    assert args["model-repository"] == f"{k8s.KSERVE_MODEL_DIR}/{pin.relative(pin.model_repository)}"
+    for flag in HARDENED_FLAGS:
+        assert flag in server["args"]
+    if pin.needs_http_guard:  # no guard in a KServe pod: the vulnerable HTTP JSON path stays off
+        assert args["allow-http"] == "false" and serving_runtime["spec"]["protocolVersions"] == ["grpc-v2"]
+        assert server["ports"] == [{"name": "h2c", "containerPort": k8s.KSERVE_GRPC_PORT, "protocol": "TCP"}]
