@@ -386,14 +386,18 @@ def test_every_container_is_locked_down(rendered, serving_runtime):
 
 
 def test_autoscaler_scales_on_the_adapters_queue_metric(rendered):
-    hpa = find(rendered["gpu"], "HorizontalPodAutoscaler")
-    assert hpa["apiVersion"] == "autoscaling/v2"
-    (metric,) = hpa["spec"]["metrics"]
     values = yaml.safe_load((KUBERNETES_DIR / "prometheus-adapter" / "values.yaml").read_text())
     (rule,) = values["rules"]["custom"]
-    assert metric["type"] == "Pods" and metric["pods"]["metric"]["name"] == rule["name"]["as"]
     assert rule["resources"]["overrides"]["pod"] == {"resource": "pod"}  # per pod, as a Pods metric needs
-    assert hpa["spec"]["minReplicas"] >= 2  # the PodDisruptionBudget leaves one serving during a drain
+    for overlay, documents in rendered.items():
+        hpa = find(documents, "HorizontalPodAutoscaler")
+        assert hpa["apiVersion"] == "autoscaling/v2"
+        metrics = {m["type"]: m for m in hpa["spec"]["metrics"]}
+        queue = metrics["Pods"]["pods"]
+        assert queue["metric"]["name"] == rule["name"]["as"] and int(queue["target"]["averageValue"]) > 0
+        # The CPU variant adds CPU use (its queues stay short when saturated: overlays/cpu/autoscaler.yaml).
+        assert set(metrics) == ({"Pods", "Resource"} if overlay == "cpu" else {"Pods"}), overlay
+        assert hpa["spec"]["minReplicas"] >= 2  # the PodDisruptionBudget leaves one serving during a drain
 
 
 def test_adapter_queries_metrics_triton_exports(triton_server):
@@ -422,3 +426,27 @@ def test_serving_runtime_preloads_the_plugin_library_from_the_model_storage(serv
     if pin.needs_http_guard:  # no guard in a KServe pod: the vulnerable HTTP JSON path stays off
         assert args["allow-http"] == "false" and serving_runtime["spec"]["protocolVersions"] == ["grpc-v2"]
         assert server["ports"] == [{"name": "h2c", "containerPort": k8s.KSERVE_GRPC_PORT, "protocol": "TCP"}]
+
+
+def test_queue_signal_counts_what_the_server_served(triton_server):
+    # loadtests.queue_signal computes the adapter's ratio from a real server's counters.
+    import numpy as np  # noqa: PLC0415
+    import tritonclient.grpc as grpcclient  # noqa: PLC0415
+
+    from loadtests.queue_signal import QUEUE_COUNTER, SUCCESS_COUNTER, queue_ratio, read_counters  # noqa: PLC0415
+    from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT  # noqa: PLC0415
+
+    before = read_counters(triton_server.metrics_url)
+    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
+    vectors = np.ones((2, 16), dtype=np.float32)
+    request = grpcclient.InferInput(L2NORM_INPUT, list(vectors.shape), "FP32")
+    request.set_data_from_numpy(vectors)
+    for _ in range(5):
+        client.infer(L2NORM, [request])
+    client.close()
+    after = read_counters(triton_server.metrics_url)
+    assert after[SUCCESS_COUNTER][L2NORM] - before[SUCCESS_COUNTER].get(L2NORM, 0) == 5
+    assert after[QUEUE_COUNTER][L2NORM] >= before[QUEUE_COUNTER].get(L2NORM, 0)
+    ratio, per_model = queue_ratio(before, after)
+    assert set(per_model) == {L2NORM} and ratio == per_model[L2NORM] >= 0
+    assert queue_ratio(after, after) == (0.0, {})  # an idle window reads 0, as clamp_min makes it

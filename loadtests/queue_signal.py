@@ -1,0 +1,191 @@
+"""`python -m loadtests.queue_signal`: the Kubernetes autoscaler's metric on one replica under load.
+
+The HorizontalPodAutoscaler of deploy/kubernetes scales on `triton_queue_time_per_request_us`, which
+prometheus-adapter computes per pod as rate(nv_inference_queue_duration_us) /
+rate(nv_inference_request_success), summed over the pod's models. This runs the Locust mix (both
+protocols, every request type) against one server, started as `make serve` starts it (the CPU variant
+here; the TensorRT one on a GPU host), at each user count, reads Triton's counters before and after each
+run, and writes the same ratio over the run next to throughput and latency (loadtests/QUEUE_SIGNAL.md):
+the figures to set the autoscaler's target from.
+
+    python -m loadtests.queue_signal --users 1,2,4,8,16,32 --run-time 30s
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import urllib.request
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from loadtests import report
+from loadtests.baseline import git_commit, machine_description, wait_until_quiet
+from loadtests.runner import (
+    EXIT_ERROR,
+    EXIT_PASSED,
+    REPO_ROOT,
+    LoadTestError,
+    RunPlan,
+    Target,
+    parse_duration,
+    parse_user_counts,
+    run_locust,
+    wait_for_server,
+)
+from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
+from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
+
+DEFAULT_OUTPUT = Path(__file__).resolve().parent / "QUEUE_SIGNAL.md"
+QUEUE_COUNTER, SUCCESS_COUNTER = "nv_inference_queue_duration_us", "nv_inference_request_success"
+_SAMPLE = re.compile(r"^(?P<name>nv_[a-z_]+)\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$")
+
+
+def read_counters(metrics_url: str) -> dict[str, dict[str, float]]:
+    """{counter: {model: value}} for the two counters the adapter rule uses (Prometheus text format)."""
+    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
+    counters: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for line in text.splitlines():
+        match = _SAMPLE.match(line)
+        if match and match["name"] in (QUEUE_COUNTER, SUCCESS_COUNTER):
+            model = re.search(r'model="([^"]*)"', match["labels"])
+            counters[match["name"]][model[1] if model else ""] += float(match["value"])
+    return counters
+
+
+@dataclass
+class SignalPoint:
+    users: int
+    summary: report.RunSummary
+    queue_us_per_request: float  # the autoscaler's metric over the run
+    per_model: dict[str, float]  # the same ratio per model
+    busy: float | None
+
+
+def queue_ratio(before: dict, after: dict) -> tuple[float, dict[str, float]]:
+    def delta(counter: str, model: str) -> float:
+        return after[counter].get(model, 0.0) - before[counter].get(model, 0.0)
+
+    models = sorted(after[SUCCESS_COUNTER])
+    per_model = {
+        m: delta(QUEUE_COUNTER, m) / delta(SUCCESS_COUNTER, m)
+        for m in models
+        if delta(SUCCESS_COUNTER, m) > 0
+    }
+    total_success = sum(delta(SUCCESS_COUNTER, m) for m in models)
+    total_queue = sum(delta(QUEUE_COUNTER, m) for m in models)
+    # clamp_min(..., 0.001) in the adapter rule: an idle window reads 0.
+    return total_queue / max(total_success, 0.001), per_model
+
+
+def signal_markdown(points: list[SignalPoint], info: dict) -> str:
+    models = sorted({m for p in points for m in p.per_model})
+    lines = [
+        "# The autoscaler's signal on one replica",
+        "",
+        "`triton_queue_time_per_request_us` (deploy/kubernetes/prometheus-adapter/values.yaml) computed",
+        "over each run from Triton's own counters, as prometheus-adapter computes it per pod, next to the",
+        "load that caused it: the Locust mix (HTTP and gRPC; `mnist_pipeline`, `mnist` b8, `l2norm` b4),",
+        "closed loop, one server.",
+        "",
+        f"- date: {info['date']}",
+        f"- commit: {info['commit']}",
+        f"- server: {info['server']}",
+        *[f"- {key}: {value}" for key, value in info["machine"].items()],
+        f"- command: `{info['command']}`",
+        "- load generator: Locust on the same machine (loopback); busy = CPU use just before the run.",
+        "",
+        "| users | req/s | p50 ms | p99 ms | failures | queue µs/request (all models) | "
+        + " | ".join(f"{m} µs" for m in models)
+        + " | busy |",
+        "|---:|---:|---:|---:|---:|---:|" + "---:|" * len(models) + "---:|",
+    ]
+    for p in points:
+        total = p.summary.total
+        cells = [
+            str(p.users),
+            f"{total.requests_per_s:.0f}",
+            f"{total.p50_ms:.0f}" if total.p50_ms is not None else "n/a",
+            f"{total.p99_ms:.0f}" if total.p99_ms is not None else "n/a",
+            str(total.failures),
+            f"{p.queue_us_per_request:.0f}",
+            *[f"{p.per_model[m]:.0f}" if m in p.per_model else "n/a" for m in models],
+            f"{p.busy:.0f}%" if p.busy is not None else "n/a",
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m loadtests.queue_signal", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--users", default="1,2,4,8,16,32", help="user counts, one run each (1,2,4,8,16,32)")
+    parser.add_argument("--run-time", default="30s", help="per run (30s)")
+    parser.add_argument(
+        "--variant",
+        choices=("auto", "tensorrt", "cpu"),
+        default="auto",
+        help="server variant, as make serve picks it (auto: tensorrt on a GPU host)",
+    )
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
+    parser.add_argument("--reports-dir", type=Path, default=None, help="Locust reports of every run")
+    args = parser.parse_args(argv)
+    try:
+        user_counts = parse_user_counts(args.users)
+        parse_duration(args.run_time)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    stamp = datetime.now(timezone.utc)
+    reports_dir = args.reports_dir or REPO_ROOT / "reports" / f"queue-signal-{stamp:%Y%m%d-%H%M%S}"
+    workload = WorkloadConfig(protocols=dict.fromkeys(PROTOCOLS, 1), mix=dict.fromkeys(REQUEST_KINDS, 1))
+    points: list[SignalPoint] = []
+    try:
+        log_file = reports_dir / "server.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        variant, _ = choose_variant(args.variant)
+        with TritonServer(variant=variant, ports=Ports.free(), log_file=log_file) as server:
+            target = Target("127.0.0.1", server.ports.http, server.ports.grpc)
+            version = wait_for_server(target, list(REQUEST_KINDS), 30)
+            for index, users in enumerate(user_counts, start=1):
+                plan = RunPlan(
+                    target=target,
+                    workload=workload,
+                    users=users,
+                    spawn_rate=users,
+                    run_time=args.run_time,
+                    request_timeout=10.0,
+                    out_dir=reports_dir / f"users-{users}",
+                    thresholds=report.Thresholds(),
+                )
+                busy = wait_until_quiet(25.0, 120.0)
+                before = read_counters(server.metrics_url)
+                summary = run_locust(plan, f"{index}/{len(user_counts)} mix x{users}")
+                ratio, per_model = queue_ratio(before, read_counters(server.metrics_url))
+                points.append(SignalPoint(users, summary, ratio, per_model, busy))
+                print(
+                    f"{users} users: {summary.total.requests_per_s:.0f} req/s, queue {ratio:.0f} µs/request"
+                )
+    except (LoadTestError, ServingError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    info = {
+        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "server": f"{variant} variant, started as `make serve` starts it; Triton {version}",
+        "machine": machine_description(),
+        "command": " ".join(
+            ["python -m loadtests.queue_signal", *(argv if argv is not None else sys.argv[1:])]
+        ),
+    }
+    args.output.write_text(signal_markdown(points, info))
+    print(f"written to {args.output}; Locust reports in {reports_dir}")
+    return EXIT_PASSED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
