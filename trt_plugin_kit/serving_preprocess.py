@@ -90,7 +90,7 @@ def load_image(data: bytes, limits: ImageLimits = DEFAULT_LIMITS) -> Image.Image
             description = f"{image.format} image"
             _check_size(image, data, limits)  # from the header, before any pixel is decoded
             image.load()
-            return _apply_exif_orientation(image)
+            return apply_exif_orientation(image)
     except ImageRejected:
         raise
     except MemoryError:
@@ -189,8 +189,9 @@ _ORIENTATIONS = {
 }
 
 
-def _apply_exif_orientation(image: Image.Image) -> Image.Image:
-    """Phone JPEGs store their rotation in EXIF."""
+def apply_exif_orientation(image: Image.Image) -> Image.Image:
+    """The picture turned upright by its EXIF orientation (phone JPEGs store their rotation there). Raises
+    what Pillow raises while parsing a corrupt EXIF block."""
     orientation = image.getexif().get(ExifTags.Base.Orientation)
     method = _ORIENTATIONS.get(orientation) if isinstance(orientation, int) else None
     return image.transpose(method) if method is not None else image
