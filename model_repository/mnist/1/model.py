@@ -47,7 +47,8 @@ class TritonPythonModel:
                 responses[index] = error_response(MODEL, error)
         if accepted:
             try:
-                probabilities = self._run(np.concatenate(list(accepted.values())))
+                parts = list(accepted.values())
+                probabilities = self._run(parts[0] if len(parts) == 1 else np.concatenate(parts))
                 split_at = np.cumsum([len(images) for images in accepted.values()])[:-1]
                 for index, part in zip(accepted, np.split(probabilities, split_at), strict=True):
                     responses[index] = self._response(part)
