@@ -7,6 +7,7 @@ client CLI, the bad-input matrix) are pointed to from docs/SECURITY.md; these te
 from __future__ import annotations
 
 import json
+import shutil
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,7 +34,15 @@ from PIL import Image
 from tritonclient.utils import InferenceServerException
 
 from trt_plugin_kit import mnist, serve
-from trt_plugin_kit.serving import ADMIN_HEADER, GRPC_ADMIN_HEADER, MODEL_NAMES
+from trt_plugin_kit.serving import (
+    ADMIN_HEADER,
+    GRPC_ADMIN_HEADER,
+    MODEL_NAMES,
+    MODEL_REPOSITORY,
+    REPO_ROOT,
+    Ports,
+    TritonServer,
+)
 
 PROTOCOLS = ("http", "grpc")
 
@@ -410,3 +419,76 @@ def test_hostile_tensors_do_not_fail_their_batch_neighbours(triton_server, digit
             np.testing.assert_allclose(
                 body["outputs"][0]["data"], [v / 30**0.5 for v in (1, 2, 3, 4)], rtol=1e-6
             )
+
+
+# A model that fails the way a library can: l2norm raising an unexpected exception (whose message names a
+# server path) on vectors starting with 13. Same shape as its neighbours, so they share dynamic batches.
+FAULTY_L2NORM = """
+import importlib.util
+
+spec = importlib.util.spec_from_file_location("real_l2norm", {real!r})
+real = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(real)
+
+
+class TritonPythonModel(real.TritonPythonModel):
+    def _normalize(self, vectors):
+        if (vectors[:, 0] == 13).any():
+            raise RuntimeError("a library failed in /srv/secret/site-packages/lib.py")
+        return super()._normalize(vectors)
+"""
+
+
+@pytest.fixture(scope="module")
+def server_with_a_faulty_model(tmp_path_factory):
+    """A second real server on a copy of the repository whose l2norm raises unexpectedly."""
+    root = tmp_path_factory.mktemp("faulty")
+    shutil.copytree(MODEL_REPOSITORY, root / "model_repository")
+    (root / "models").symlink_to(
+        REPO_ROOT / "models"
+    )  # the CPU mnist's ONNX file, relative to the repository
+    (root / "model_repository" / "l2norm" / "1" / "model.py").write_text(
+        FAULTY_L2NORM.format(real=str(MODEL_REPOSITORY / "l2norm" / "1" / "model.py"))
+    )
+    server = TritonServer(
+        variant="cpu",
+        ports=Ports.free("127.0.0.1"),
+        host="127.0.0.1",
+        model_repository=root / "model_repository",
+        log_file=root / "tritonserver.log",
+        exit_timeout_s=3,
+    )
+    try:
+        server.start()
+        server.wait_until_ready(180)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_an_unexpected_exception_fails_only_its_request_and_shows_no_internals(server_with_a_faulty_model):
+    """The catch-all of every Python model (trt_plugin_kit/python_backend.py): the failing request gets a
+    short INTERNAL error naming the exception type, the traceback goes to the server log, and the requests
+    batched with it are answered."""
+    server = server_with_a_faulty_model
+    faulty, good = np.array([13, 1, 1, 1], np.float32), np.array([3, 4, 0, 0], np.float32)
+    vectors = [faulty if i % 4 == 3 else good for i in range(64)]
+
+    def send(vector):
+        return http_binary_infer(
+            triton_http_url(server), "l2norm", "vector", "FP32", [1, 4], vector.tobytes()
+        )
+
+    with ThreadPoolExecutor(BURST_THREADS) as pool:
+        answers = list(pool.map(send, vectors))
+    for i, (status, body) in enumerate(answers):
+        if i % 4 == 3:
+            assert status == 500, body
+            assert body["error"].startswith("l2norm: internal error (RuntimeError) while processing")
+            assert_no_server_internals(body["error"])
+            assert "/srv/secret" not in body["error"]
+        else:
+            assert status == 200, body
+            np.testing.assert_allclose(body["outputs"][0]["data"], [0.6, 0.8, 0, 0], rtol=1e-6)
+    log = Path(server.log_file).read_text(errors="replace")
+    assert "Traceback" in log and "/srv/secret/site-packages/lib.py" in log
