@@ -22,6 +22,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 
 class RequestRejected(ValueError):
     """The request is refused; the message (sent to the client) says why."""
@@ -67,8 +69,6 @@ class InputSpec:
 
 def nonfinite_rows(array) -> list[int]:
     """Batch rows of ``array`` ([batch, ...]) that hold NaN or +-Inf."""
-    import numpy as np
-
     finite = np.isfinite(array).reshape(len(array), -1).all(axis=1)
     return np.flatnonzero(~finite).tolist()
 
