@@ -344,7 +344,7 @@ def batched_input(name: str, digit: np.ndarray):
 def triton_http_url(triton_server) -> str:
     """Triton's own HTTP port: behind the HTTP guard (Triton < 2.68) a private one, else the public one. The
     models must hold without the guard too: newer servers run without it."""
-    return f"127.0.0.1:{triton_server._triton_http_port}"
+    return triton_server.triton_http_url
 
 
 @pytest.mark.parametrize("route", ["grpc", "http to triton", "http"])
