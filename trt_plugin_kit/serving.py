@@ -305,24 +305,17 @@ class TritonServer:
             if self.log_file is not None:
                 self.log_file.parent.mkdir(parents=True, exist_ok=True)
                 self._log_handle = open(self.log_file, "ab")  # noqa: SIM115 - closed in stop()
-            # Own session: a Ctrl-C in the terminal reaches only the launcher, which then shuts the server
-            # (and its Python backend stubs, same process group) down in order. umask 077: the Python
-            # backend's shared-memory regions (tensors in transit) and Triton's files are the owner's only.
-            self.process = subprocess.Popen(
-                self.command,
-                env=env,
-                cwd=self._workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log_handle,
-                stderr=subprocess.STDOUT if self._log_handle else None,
-                start_new_session=True,
-                umask=0o077,
-            )
+            self.process = self._spawn(self.command, env)
             if self.guarded:
                 self._start_http_guard()
         except BaseException:
             self.stop()
             raise
+
+    @property
+    def triton_http_url(self) -> str:
+        """Triton's own HTTP endpoint: the private one behind the guard (for tests and measurements)."""
+        return f"127.0.0.1:{self._triton_http_port}" if self.guarded else self.http_url
 
     @property
     def guarded(self) -> bool:
@@ -348,7 +341,13 @@ class TritonServer:
             os.environ,
             PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
         )
-        self.guard_process = subprocess.Popen(
+        self.guard_process = self._spawn(command, env)
+
+    def _spawn(self, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        # Own session: a Ctrl-C in the terminal reaches only the launcher, which then shuts the server
+        # (and its Python backend stubs, same process group) down in order. umask 077: files the server
+        # creates (logs, traces) are the owner's only.
+        return subprocess.Popen(
             command,
             env=env,
             cwd=self._workdir,
@@ -356,6 +355,7 @@ class TritonServer:
             stdout=self._log_handle,
             stderr=subprocess.STDOUT if self._log_handle else None,
             start_new_session=True,
+            umask=0o077,
         )
 
     def _prepare_variant(self) -> tuple[Path, dict[str, str], list[str]]:
