@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from loadtests import report  # noqa: E402
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR  # noqa: E402
 from trt_plugin_kit.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE  # noqa: E402
-from trt_plugin_kit.serving import free_port  # noqa: E402
+from trt_plugin_kit.serving import EXPECTED_CPU_ERROR_LINES, free_port  # noqa: E402
 
 PROJECT = "trt_plugin_kit_compose_test"  # never the user's own project (`down -v` removes its volumes)
 COMPOSE_FILES = ("docker-compose.yml", "docker/compose.host-network.yml")
@@ -62,11 +62,6 @@ LOADTEST_ENV = {
 }
 EVAL_DIGITS = 300  # held-out (validation split) digits sent through mnist_pipeline
 MIN_ACCURACY = 0.95
-# Printed by every start of PyTriton's tritonserver on a machine without a CUDA driver; harmless there.
-KNOWN_CPU_ONLY_ERRORS = (
-    "CudaDriverHelper has not been initialized",
-    "unable to create stream for mnist_pipeline: CUDA driver version is insufficient",
-)
 ERROR_LINE = re.compile(r"^E\d{4} |Traceback \(most recent call last\)|serve\.py: error|tritonserver exited")
 
 
@@ -378,7 +373,7 @@ def check_logs(runner: Runner, compose: list[str]) -> None:
     errors = [
         line
         for line in lines
-        if ERROR_LINE.search(line) and not any(known in line for known in KNOWN_CPU_ONLY_ERRORS)
+        if ERROR_LINE.search(line) and not any(known in line for known in EXPECTED_CPU_ERROR_LINES)
     ]
     if errors:
         raise CheckFailed(f"errors in {SERVICE}'s log ({log}):\n" + "\n".join(errors[:20]))
