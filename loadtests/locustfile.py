@@ -33,6 +33,7 @@ from loadtests.workloads import (  # noqa: E402
     RequestFailure,
     TritonTask,
     WorkloadConfig,
+    is_retryable,
     parse_weights,
     request_name,
 )
@@ -66,6 +67,15 @@ def _add_arguments(parser) -> None:
         env_var="LOADTEST_REQUEST_TIMEOUT",
         help="seconds before a request counts as failed",
     )
+    group.add_argument(
+        "--retries",
+        type=int,
+        default=0,
+        env_var="LOADTEST_RETRIES",
+        help="times a request is sent again, on a new connection, after an error of the path to a server "
+        "(connection refused, reset or closed, HTTP 502/503/504, gRPC UNAVAILABLE): inference is "
+        "idempotent (0)",
+    )
     group.add_argument("--mnist-images", default=None, env_var="MNIST_IMAGES", help="IDX images (.gz)")
     group.add_argument(
         "--final-stats",
@@ -95,6 +105,7 @@ def _configure_users(environment, **_kwargs) -> None:
         user_class.weight = config.protocols[user_class.protocol]
         user_class.triton_host = options.triton_host
         user_class.request_timeout = options.request_timeout
+        user_class.retries = options.retries
     HttpTritonUser.port = options.triton_http_port
     GrpcTritonUser.port = options.triton_grpc_port
     # Building the payload pools above blocked the event loop for a moment, and gevent's loop keeps the
@@ -143,9 +154,16 @@ def _write_final_stats(environment, **_kwargs) -> None:
         "exceptions": [
             {"count": e["count"], "message": e["msg"]} for e in (environment.runner.exceptions or {}).values()
         ],
+        # Requests sent again after an error of the path (--retries), by request name, with those errors.
+        "retries": dict(sorted(RETRIES.items())),
+        "retried_errors": dict(sorted(RETRIED_ERRORS.items())),
     }
     with open(options.final_stats, "w") as handle:
         json.dump(final, handle, indent=2)
+
+
+RETRIES: dict[str, int] = {}  # requests sent again (--retries), by request name
+RETRIED_ERRORS: dict[str, int] = {}  # the errors that made them
 
 
 class TritonUser(User):
@@ -156,6 +174,7 @@ class TritonUser(User):
     port: int
     triton_host = "127.0.0.1"
     request_timeout = 10.0
+    retries = 0
     # Closed loop with no think time: each user measures what the server sustains, not what a human does.
     wait_time = constant(0)
 
@@ -172,14 +191,32 @@ class TritonUser(User):
         """Runs one inference; returns the requested outputs by name."""
         raise NotImplementedError
 
+    def send_with_retries(self, task: TritonTask, inputs: dict[str, np.ndarray], name: str):
+        """send(), again on a new connection after an error of the path, up to `retries` times. The time
+        reported is the whole, retries included: what the client waited."""
+        for attempt in range(self.retries + 1):
+            try:
+                return self.send(task, inputs)
+            except Exception as error:
+                if attempt == self.retries or not is_retryable(error):
+                    raise
+                RETRIES[name] = RETRIES.get(name, 0) + 1
+                kind = f"{type(error).__name__}: {str(error)[:80]}"
+                RETRIED_ERRORS[kind] = RETRIED_ERRORS.get(kind, 0) + 1
+                self.client.close()
+                self.client = self.connect(f"{self.triton_host}:{self.port}")
+                gevent.sleep(0.05 * (attempt + 1))
+        raise AssertionError("not reached")
+
     def infer(self, task: TritonTask, inputs: dict[str, np.ndarray]) -> None:
         """Sends one request and reports it to Locust; every exception counts as a failure."""
         exception = None
         response_length = 0
         response_time_ms = None
+        name = request_name(self.protocol, task.model, task.batch)
         start = time.perf_counter()
         try:
-            outputs = self.send(task, inputs)
+            outputs = self.send_with_retries(task, inputs, name)
             response_time_ms = (time.perf_counter() - start) * 1000.0
             response_length = sum(array.nbytes for array in outputs.values())
             task.check(inputs, outputs)
@@ -191,7 +228,7 @@ class TritonUser(User):
                 response_time_ms = (time.perf_counter() - start) * 1000.0
         self.environment.events.request.fire(
             request_type=self.protocol,
-            name=request_name(self.protocol, task.model, task.batch),
+            name=name,
             response_time=response_time_ms,
             response_length=response_length,
             exception=exception,

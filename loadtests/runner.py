@@ -97,6 +97,7 @@ class RunPlan:
     out_dir: Path
     thresholds: report.Thresholds
     extra_info: dict = field(default_factory=dict)
+    retries: int = 0  # client retries after errors of the path to a server (locustfile --retries)
 
     def expected_request_names(self) -> list[str]:
         """Request types the run must show: those of protocols whose share of the users is at least one
@@ -148,6 +149,8 @@ class RunPlan:
             f"{self.request_timeout:g}",
             "--final-stats",
             str(self.out_dir / report.FINAL_STATS_FILE),
+            "--retries",
+            str(self.retries),
         ]
         if w.images_path:
             command += ["--mnist-images", str(w.images_path)]
@@ -169,6 +172,7 @@ class RunPlan:
             "l2norm_batch": self.workload.l2norm_batch,
             "l2norm_dim": self.workload.l2norm_dim,
             "request_timeout_s": self.request_timeout,
+            "retries": self.retries,
             **self.extra_info,
         }
 
@@ -386,6 +390,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="[LOADTEST_REQUEST_TIMEOUT] seconds before a request counts as failed (10)",
     )
     load.add_argument(
+        "--retries",
+        type=int,
+        default=int(_env("LOADTEST_RETRIES", "0")),
+        help="[LOADTEST_RETRIES] times a request is sent again after an error of the path to a server "
+        "(connection refused/reset, HTTP 502/503/504, gRPC UNAVAILABLE): inference is idempotent (0)",
+    )
+    load.add_argument(
         "--mnist-images",
         default=_env("MNIST_IMAGES", None),
         help="[MNIST_IMAGES] IDX digits to send (../shared/data/mnist/mnist-dev-images-idx3-ubyte.gz)",
@@ -468,8 +479,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         workload.build_tasks()  # fails here, with the reason, on bad batch sizes or missing digits
         thresholds = report.Thresholds(args.max_failure_ratio, args.max_p99_ms)
-        if args.spawn_rate < 0 or args.request_timeout <= 0:
-            raise ValueError("--spawn-rate must be >= 0 and --request-timeout > 0")
+        if args.spawn_rate < 0 or args.request_timeout <= 0 or args.retries < 0:
+            raise ValueError("--spawn-rate and --retries must be >= 0 and --request-timeout > 0")
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -500,6 +511,7 @@ def main(argv: list[str] | None = None) -> int:
                     out_dir=out_dir / f"users-{users}" if len(user_counts) > 1 else out_dir,
                     thresholds=thresholds,
                     extra_info={"triton_version": version},
+                    retries=args.retries,
                 )
                 for users in user_counts
             ]

@@ -16,7 +16,9 @@ from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+from geventhttpclient.response import HTTPConnectionClosed
 from PIL import Image
+from tritonclient.utils import InferenceServerException
 
 from trt_plugin_kit import mnist as mnist_data
 from trt_plugin_kit.reference import l2_normalize
@@ -28,6 +30,24 @@ REQUEST_KINDS = ("mnist_pipeline", "mnist", "l2norm")
 # How many real digits the pools hold: enough that requests differ, small enough to build in a second.
 DIGIT_POOL_SIZE = 1024
 VECTOR_POOL_ROWS = 512
+
+
+# Errors of the path to a server, not of the request: the server may never have run it. HAProxy answers 502
+# when a server dies during a request, 503 when none is up; gRPC reports both as UNAVAILABLE.
+RETRYABLE_HTTP_STATUS = ("502", "503", "504")
+
+
+def is_retryable(error: Exception) -> bool:
+    """Whether sending an inference request again may succeed (inference is idempotent): a connection
+    refused, reset or closed before the answer, a balancer's 502/503/504, gRPC UNAVAILABLE. A wrong
+    answer or a model's own error (400, INVALID_ARGUMENT, INTERNAL) is never retried."""
+    # ConnectionRefusedError, ConnectionResetError, BrokenPipeError, ...; a connection closed mid-answer.
+    if isinstance(error, (OSError, HTTPConnectionClosed)):
+        return True
+    if isinstance(error, InferenceServerException):
+        status = str(error.status() or "")
+        return status in RETRYABLE_HTTP_STATUS or status == "StatusCode.UNAVAILABLE"
+    return False
 
 
 class ResponseCheckError(Exception):

@@ -14,7 +14,10 @@ Steps, each timed, all within --budget seconds:
   6. the clients from .venv: health (HTTP and gRPC), infer on samples/digits, eval on held-out MNIST digits
   7. the loadtest service: a short headless Locust run, 0 failures
   8. restart policy: serve.py killed inside the container, the container must come back healthy
-  9. Triton's log: no error but the two that every CPU-only start prints
+  9. failover: triton-cpu scaled to 3 replicas behind HAProxy, the Locust mix through it, one replica
+     killed in the middle (loadtests/failover.py): no failure after the clients' retries, the dead replica
+     out of rotation within the health checks' bound, every replica served, the returning one too
+ 10. Triton's log: no error but the two that every CPU-only start prints
 Always, even on failure or Ctrl-C: `down -v`, then a check that no container, network or volume is left.
 Reports (logs, eval, load test, summary.md) go to reports/compose-test-<UTC time>/. Exit status 0 or 1.
 """
@@ -41,12 +44,15 @@ import tomllib
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from loadtests import report  # noqa: E402
+from loadtests.failover import REPLICAS, FailoverFailed, run_failover  # noqa: E402
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR  # noqa: E402
 from trt_plugin_kit.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE  # noqa: E402
 from trt_plugin_kit.serving import EXPECTED_CPU_ERROR_LINES, free_port  # noqa: E402
 
-PROJECT = "trt_plugin_kit_compose_test"  # never the user's own project (`down -v` removes its volumes)
+# Never the user's own project (`down -v` removes its volumes); another name for runs side by side.
+PROJECT = os.environ.get("COMPOSE_TEST_PROJECT", "trt_plugin_kit_compose_test")
 COMPOSE_FILES = ("docker-compose.yml", "docker/compose.host-network.yml")
+REPLICAS_FILE = "docker/compose.replicas.yml"
 SERVICE = "triton-cpu"
 PUBLIC_PYTHON_IMAGE = "python:3.11-slim"
 LOCAL_PYTHON_IMAGE = "trt-plugin-kit/python:3.11-bookworm"
@@ -68,7 +74,7 @@ ERROR_LINE = re.compile(r"^E\d{4} |Traceback \(most recent call last\)|serve\.py
 STEPS = (
     "base image", "wheelhouse", "build images (offline)", f"up --wait {SERVICE}",
     "container user and read-only repository", "clients: health, infer, eval", "loadtest service",
-    "restart policy", "logs",
+    "restart policy", "failover", "logs",
 )  # fmt: skip
 
 
@@ -400,6 +406,16 @@ def tear_down(compose: list[str], env: dict[str, str]) -> list[str]:
     return left
 
 
+def print_failover(figures: dict) -> None:
+    print(
+        f"failover: {figures['replicas']} replicas, {figures['users']} users, {figures['run_s']} s, "
+        f"{figures['killed']}: {figures['requests']} requests, {figures['failures']} failed, "
+        f"{figures['retries']} retried; out of rotation after {figures['out_of_rotation_after_s']} s "
+        f"(bound {figures['detection_bound_s']} s), back after {figures['back_in_rotation_after_s']} s; "
+        f"served per replica {figures['served_per_replica']}"
+    )
+
+
 def write_summary(runner: Runner, run_dir: Path, figures: dict, passed: bool) -> None:
     total = sum(seconds for _, seconds, _ in runner.timings)
     lines = [f"# compose test {'PASSED' if passed else 'FAILED'} in {total:.0f} s", "", "| step | s | |",
@@ -410,6 +426,10 @@ def write_summary(runner: Runner, run_dir: Path, figures: dict, passed: bool) ->
         run = summary.run
         lines += ["", f"Load test: {run['users']} users, {run['run_time']}, the loadtest service", ""]
         lines += report.stats_table([*summary.request_types, summary.total])
+    failover = figures.get("failover")
+    if failover is not None:
+        lines += ["", f"Failover ({REPLICAS} replicas behind HAProxy, one killed):", "", "```"]
+        lines += [json.dumps(failover, indent=2), "```"]
     (run_dir / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n" + "\n".join(lines) + f"\n\nreports: {run_dir}")
 
@@ -470,6 +490,14 @@ def main(argv: list[str] | None = None) -> int:
             figures["loadtest"] = run_loadtest(runner, compose, env)
         with runner.step("restart policy"):
             figures["restart_s"] = check_restart(runner, compose, ports)
+        with runner.step("failover"):
+            try:
+                figures["failover"] = run_failover(
+                    [*compose, "-f", str(REPO_ROOT / REPLICAS_FILE)], env, run_dir / "failover"
+                )
+            except FailoverFailed as failure:
+                raise CheckFailed(f"failover: {failure}") from None
+            print_failover(figures["failover"])
         with runner.step("logs"):
             check_logs(runner, compose)
         passed = True
@@ -480,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if compose:
             start = time.monotonic()
-            left = tear_down(compose, env)
+            left = tear_down([*compose, "-f", str(REPO_ROOT / REPLICAS_FILE)], env)
             runner.timings.append(("down -v", time.monotonic() - start, "ok" if not left else "FAILED"))
             if left:
                 print(f"compose-test: FAILED: left behind: {', '.join(left)}", file=sys.stderr)

@@ -490,3 +490,30 @@ def test_compose_entrypoint_falls_back_to_the_sample_digits(tmp_path):
     env["MNIST_IMAGES"] = str(present)
     result = subprocess.run(["sh", str(entrypoint)], env=env, capture_output=True, text=True)
     assert result.stdout.strip() == f"MNIST_IMAGES={present} args=-m loadtests" and not result.stderr
+
+
+def test_only_errors_of_the_path_are_retried():
+    from geventhttpclient.response import HTTPConnectionClosed  # noqa: PLC0415
+    from tritonclient.utils import InferenceServerException  # noqa: PLC0415
+
+    from loadtests.workloads import ResponseCheckError, is_retryable  # noqa: PLC0415
+
+    retried = [
+        ConnectionRefusedError(),
+        ConnectionResetError(),
+        BrokenPipeError(),
+        HTTPConnectionClosed("connection closed."),
+        InferenceServerException("bad gateway", status="502"),
+        InferenceServerException("no server", status="503"),
+        InferenceServerException("Received http2 header with status: 502", status="StatusCode.UNAVAILABLE"),
+    ]
+    never = [
+        InferenceServerException("wrong shape", status="400"),
+        InferenceServerException("model raised", status="StatusCode.INTERNAL"),
+        InferenceServerException("bad input", status="StatusCode.INVALID_ARGUMENT"),
+        InferenceServerException("deadline", status="StatusCode.DEADLINE_EXCEEDED"),
+        ResponseCheckError("wrong answer"),
+        ValueError("bug"),
+    ]
+    assert all(is_retryable(error) for error in retried)
+    assert not any(is_retryable(error) for error in never)

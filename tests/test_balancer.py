@@ -1,0 +1,150 @@
+"""Replicas on one host behind HAProxy, without Docker: slots (trt_plugin_kit.replica_slot), the generated
+HAProxy configuration (trt_plugin_kit.balancer) with real Triton replicas, and the compose override that ties
+them to `--scale`. The failover under load (a replica killed) runs in the compose test
+(loadtests/failover.py).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+import yaml
+
+from trt_plugin_kit.balancer import GRPC_BACKEND, HTTP_BACKEND, Balancer, haproxy_config, server_name
+from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT, REPO_ROOT
+from trt_plugin_kit.replica_slot import SLOT_STRIDE, slot_ports
+from trt_plugin_kit.serving import Ports, TritonServer, free_port
+
+needs_haproxy = pytest.mark.skipif(
+    shutil.which("haproxy") is None, reason="no haproxy (apt-get install haproxy; bash .ci/run does)"
+)
+
+
+def start_slot_holder(directory: Path, base: int) -> subprocess.Popen:
+    """A process that takes a slot and then sleeps, printing the environment it was given."""
+    code = (
+        "import os, time; print(os.environ['REPLICA_SLOT'], os.environ['TRITON_HTTP_PORT'], flush=True); "
+        "time.sleep(60)"
+    )
+    return subprocess.Popen(
+        [sys.executable, "-m", "trt_plugin_kit.replica_slot", f"--dir={directory}", f"--base={base}",
+         "--slots=2", "--", sys.executable, "-c", code],
+        stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
+    )  # fmt: skip
+
+
+def held(process: subprocess.Popen) -> list[str]:
+    """(slot, HTTP port) the command was given, after the wrapper's own line."""
+    wrapper_line = process.stdout.readline()
+    assert wrapper_line.startswith("replica_slot: slot "), wrapper_line
+    return process.stdout.readline().split()
+
+
+def test_replicas_take_distinct_slots_and_a_dead_ones_slot_is_taken_again(tmp_path):
+    first = start_slot_holder(tmp_path, 20000)
+    assert held(first) == ["0", "20000"]
+    second = start_slot_holder(tmp_path, 20000)
+    try:
+        assert held(second) == ["1", str(20000 + SLOT_STRIDE)]
+        third = subprocess.run(
+            [sys.executable, "-m", "trt_plugin_kit.replica_slot", f"--dir={tmp_path}", "--base=20000",
+             "--slots=2", "--", "true"],
+            capture_output=True, text=True, cwd=REPO_ROOT,
+        )  # fmt: skip
+        assert third.returncode != 0 and "all 2 slots" in third.stderr  # both held: refused, said why
+        first.kill()  # a replica dies: its slot is free again (the lock went with its last open file)
+        first.wait()
+        replacement = start_slot_holder(tmp_path, 20000)
+        try:
+            assert held(replacement) == ["0", "20000"]
+        finally:
+            replacement.kill()
+            replacement.wait()
+    finally:
+        second.kill()
+        second.wait()
+        first.kill()
+        first.wait()
+
+
+@needs_haproxy
+def test_haproxy_accepts_the_generated_configuration(tmp_path):
+    config = tmp_path / "haproxy.cfg"
+    config.write_text(haproxy_config(3, 18000, 8000, 8001, tmp_path / "stats.sock"))
+    checked = subprocess.run(["haproxy", "-c", "-f", str(config)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stderr
+    text = config.read_text()
+    for slot in range(3):
+        ports = slot_ports(18000, slot)
+        assert f"server {server_name(slot)} 127.0.0.1:{ports.http} check" in text
+        assert f"127.0.0.1:{ports.grpc} proto h2 check port {ports.http} check-proto h1" in text
+    assert "option httpchk GET /v2/health/ready" in text and "bind 127.0.0.1:8001 proto h2" in text
+
+
+@needs_haproxy
+def test_every_request_is_balanced_over_real_replicas_on_both_protocols(tmp_path):
+    base = free_port()
+    replicas = []
+    try:
+        for slot in range(2):
+            ports = slot_ports(base, slot)
+            server = TritonServer(
+                variant="cpu",
+                ports=Ports(ports.http, ports.grpc, ports.metrics),
+                log_file=tmp_path / f"replica{slot}.log",
+                exit_timeout_s=3,
+            )
+            replicas.append(server)
+            server.start()
+        for server in replicas:
+            server.wait_until_ready(180)
+        http_port, grpc_port = free_port(), free_port()
+        with Balancer(2, base, http_port, grpc_port, tmp_path / "haproxy.log") as balancer:
+            deadline = time.monotonic() + 20
+            while not all(row["status"] == "UP" for row in balancer.stats().values()):
+                assert time.monotonic() < deadline, balancer.stats()
+                time.sleep(0.2)
+            vectors = np.ones((2, 16), dtype=np.float32)
+            http = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
+            grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
+            for _ in range(10):  # one client connection each: balancing is per request, not per connection
+                for module, client in ((httpclient, http), (grpcclient, grpc)):
+                    request = module.InferInput(L2NORM_INPUT, list(vectors.shape), "FP32")
+                    request.set_data_from_numpy(vectors)
+                    client.infer(L2NORM, [request])
+            http.close()
+            grpc.close()
+            stats = balancer.stats()
+        for backend in (HTTP_BACKEND, GRPC_BACKEND):
+            assert [int(stats[(backend, server_name(s))]["stot"]) for s in range(2)] == [5, 5], backend
+    finally:
+        for server in replicas:
+            server.stop()
+
+
+def test_compose_replicas_override_fits_the_image_and_the_slots():
+    override = yaml.safe_load((REPO_ROOT / "docker" / "compose.replicas.yml").read_text())
+    service = override["services"]["triton-cpu"]
+    command = service["command"]
+    assert command[:3] == ["python", "-m", "trt_plugin_kit.replica_slot"]
+    assert command[command.index("--") + 1 :] == ["python", "scripts/serve.py"]  # the image's own command
+    port_file = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--http-port-file="))
+    slots_dir = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--dir="))
+    assert port_file.startswith("/tmp/") and port_file in " ".join(service["healthcheck"]["test"])
+    (volume,) = service["volumes"]
+    name, mount = volume.split(":")
+    assert mount == slots_dir
+    # The slots volume belongs to the image's unprivileged user, who takes the locks.
+    options = override["volumes"][name]["driver_opts"]["o"]
+    dockerfile = (REPO_ROOT / "docker" / "python.Dockerfile").read_text()
+    uid = re.search(r"--uid (\d+)", dockerfile)[1]
+    assert f"uid={uid}" in options and options.startswith("size=")
