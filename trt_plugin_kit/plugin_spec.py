@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import dataclasses
 import functools
 import math
 import sys
@@ -131,15 +132,19 @@ class PluginSpec:
 
     def complete(self, values: dict[str, Any]) -> dict[str, Any]:
         """Checks ``values`` (field name -> value) and returns every field: given values normalized (floats,
-        ints, lists, str), defaults filled in, unset optional fields as ``None``. Raises SpecError naming the
-        field for an unknown name, a wrong type or length, or a value outside the field's valid range."""
+        ints, lists, str), defaults filled in, unset optional fields as ``None``. An empty list is not set (as
+        the plugin reads an empty field). Raises SpecError naming the field for an unknown name, a wrong type
+        or length, or a value outside the field's valid range."""
         unknown = sorted(set(values) - set(self.field_names))
         if unknown:
             raise SpecError(f"{self.name} has no field(s) {unknown}; fields are {list(self.field_names)}")
         result: dict[str, Any] = {}
         for spec in self.fields:
-            if spec.name in values and values[spec.name] is not None:
-                result[spec.name] = _normalize(self.name, spec, values[spec.name])
+            value = values.get(spec.name)
+            if value is not None and spec.type != "char" and not isinstance(value, int | float):
+                value = value if len(_as_list(value)) else None  # empty = not set, as the plugin reads it
+            if value is not None:
+                result[spec.name] = _normalize(self.name, spec, value)
             elif spec.required:
                 raise SpecError(f"{self.name}: required field {spec.name!r} is missing ({spec.meaning})")
             else:
@@ -429,6 +434,13 @@ def load(folder: Path) -> PluginSpec:
     fields_raw = raw.get("fields") or []
     _require(isinstance(fields_raw, list), where, "fields must be a list")
     fields = tuple(_load_field(where, item) for item in fields_raw)
+    try:  # defaults in canonical form, each a valid value of its field
+        fields = tuple(
+            dataclasses.replace(f, default=_normalize(name, f, f.default)) if f.default is not None else f
+            for f in fields
+        )
+    except SpecError as error:
+        raise SpecError(f"{where}: {error}") from error
     by_name = {f.name: f for f in fields}
     _require(len(by_name) == len(fields), where, "field names must be unique")
     for f in fields:
