@@ -27,13 +27,15 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set.
-plugins:
+# Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
+# plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
+plugins: venv
 	@mkdir -p $(BUILD_DIR)
 	@set -e; for v in $(TRT_VERSIONS); do \
 	  echo "== plugin library against TensorRT $$v headers"; \
 	  cmake -S plugins -B $(BUILD_DIR)/trt-$$v -DCMAKE_BUILD_TYPE=Release \
 	    -DTENSORRT_INCLUDE_DIR=$(abspath $(TRT_VENDOR_DIR))/$$v/include \
+	    -DTRT_PLUGIN_KIT_PYTHON=$(abspath $(PY)) \
 	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)") > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
 	    || { cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
 	  cmake --build $(BUILD_DIR)/trt-$$v -j $(JOBS); \
