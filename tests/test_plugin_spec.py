@@ -287,6 +287,7 @@ def test_a_new_plugin_folder_is_picked_up_by_every_output(tmp_path):
     assert plugin_docs.update(plugins_dir=plugins) == [plugins / "README.md", new / "README.md"]
     assert "| `scale` | float32 | `1` | > 0, finite | output scale |" in (new / "README.md").read_text()
     assert "`ScaledReLU`" in (plugins / "README.md").read_text()
+    assert "`scale`" not in (plugins / "README.md").read_text()  # fields are in the plugin's own README
     assert plugin_docs.update(check=True, plugins_dir=plugins) == []
 
 

@@ -90,21 +90,19 @@ def fields_table(spec: plugin_spec.PluginSpec) -> str:
 
 
 def plugins_table(specs: dict[str, plugin_spec.PluginSpec]) -> str:
+    """One row per plugin; fields are in each plugin's README (so that a field changes its folder only)."""
     rows = [
         _NOTE,
-        "| plugin (creator name) | what it computes | fields (default) | types | input |",
+        "| plugin (creator name) | what it computes | types | input | fields |",
         "| --- | --- | --- | --- | --- |",
     ]
     for spec in sorted(specs.values(), key=lambda s: s.name):
-        fields = ", ".join(
-            f"`{f.name}` {field_type(f)}" + ("" if f.required else f" ({field_default(f).replace('`', '')})")
-            for f in spec.fields
-        )
         types = ", ".join(_TENSOR_TYPES[t] for t in spec.inputs[0].types)
         inputs = "; ".join(
             f"{t.name}: {t.meaning}" if len(spec.inputs) > 1 else t.meaning for t in spec.inputs
         )
-        rows.append(f"| `{spec.name}` | {spec.summary} | {fields or 'none'} | {types} | {inputs} |")
+        fields = f"[{spec.folder.name}/README.md]({spec.folder.name}/README.md)"
+        rows.append(f"| `{spec.name}` | {spec.summary} | {types} | {inputs} | {fields} |")
     return "\n".join(rows)
 
 
