@@ -14,10 +14,10 @@ TRT_VERSIONS ?= 10.13.3 11.1
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help venv plugins harness-check pytest test lint format serve loadtest clean
+.PHONY: help venv plugins harness-check pytest test lint format docs serve loadtest clean
 
 help:
-	@echo "make serve | make test | make plugins | make harness-check | make lint | make loadtest"
+	@echo "make serve | make test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -62,6 +62,10 @@ format: venv
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 	clang-format -i $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+
+# Rewrites the README tables generated from plugins/*/spec.yaml (tests fail while they are stale).
+docs: venv
+	$(PY) -m trt_plugin_kit.plugin_spec docs
 
 serve: venv
 	$(PY) -m trt_plugin_kit.serve $(SERVE_ARGS)
