@@ -1,7 +1,7 @@
 // What the C++ test tools share besides TensorRT's call sequence (sequence.h): CUDA resources that release
 // themselves, and the plugin library loaded the way TensorRT and Triton load it. Used by plugin_harness and
-// plugin_stress; header and source depend only on the harness's TensorRT fakes, so that
-// plugins/benchmarks/plugin_bench.cpp can use them too. Failures throw std::runtime_error naming the call.
+// plugin_stress; they depend only on sequence.h and trt_fakes.h, which plugins/benchmarks/plugin_bench.cpp
+// compiles in already, so that it can use them too. Failures throw std::runtime_error naming the call.
 #pragma once
 
 #include <NvInferRuntime.h>
