@@ -1,7 +1,12 @@
-// Vectorized elementwise launch shared by the activation plugins: 128-bit loads and stores, 4 vectors in
-// flight per thread, scalar tail. The op works on a run of consecutive elements converted to float,
-// `op(float (&values)[N], Index firstElement)`, so that it can hoist per-vector work (PReLU's channel
-// lookup); PerElement adapts a plain `float(float value, Index element)` op.
+// Vectorized elementwise launch shared by the activation plugins: 128-bit loads and stores, scalar tail. The
+// op works on a run of consecutive elements converted to float, `op(float (&values)[N], Index firstElement)`,
+// so that it can hoist per-vector work (PReLU's channel lookup); PerElement adapts a plain `float(float
+// value, Index element)` op.
+//
+// Two launch shapes (see plugins/benchmarks/results/NOTES-small-sizes.md):
+//  - large tensors: 256-thread blocks, 4 vectors in flight per thread (the memory roofline shape);
+//  - small tensors (serving sizes): 128-thread blocks, one vector per thread, so that a tensor of a few
+//    thousand vectors spreads over many SMs instead of sitting on 4 to 8 of them.
 #pragma once
 
 #include "cuda_utils.cuh"
@@ -11,6 +16,10 @@ namespace trt_plugin_kit
 
 constexpr int kElementwiseBlock = 256;
 constexpr int kElementwiseUnroll = 4;
+constexpr int kElementwiseSmallBlock = 128;
+//! Below this many 16-byte vectors (8 MiB) the large shape's grid (1024 vectors a block) would leave SMs
+//! idle.
+constexpr int64_t kElementwiseLargeVectors = int64_t{1} << 19;
 
 template <typename ElementOp>
 struct PerElement
@@ -36,28 +45,36 @@ __device__ __forceinline__ T applyOne(Op const& op, T x, Index i)
     return fromFloat<T>(one[0]);
 }
 
-template <typename T, typename Index, typename Op>
-__global__ void __launch_bounds__(kElementwiseBlock)
+template <typename T, typename Index, int Block, int Unroll, typename Op>
+__global__ void __launch_bounds__(Block)
     elementwiseKernel(T const* __restrict__ x, T* __restrict__ y, Index count, Op op)
 {
     constexpr int kVec = Vec16<T>::kSize;
     Index const vecCount = count / kVec;
-    Index const firstVec =
-        static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kElementwiseUnroll) + threadIdx.x;
-    Vec16<T> values[kElementwiseUnroll];
-#pragma unroll
-    for (int u = 0; u < kElementwiseUnroll; ++u)
+    Index const firstVec = static_cast<Index>(blockIdx.x) * (Block * Unroll) + threadIdx.x;
+    // The tail (count not a multiple of the vector width, < kVec elements) is loaded by the first threads of
+    // block 0 together with their vectors, so that it costs no second memory round trip.
+    Index const tailIndex = vecCount * kVec + threadIdx.x;
+    bool const hasTail = blockIdx.x == 0 && tailIndex < count;
+    T tailValue{};
+    if (hasTail)
     {
-        Index const v = firstVec + u * kElementwiseBlock;
+        tailValue = x[tailIndex];
+    }
+    Vec16<T> values[Unroll];
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u)
+    {
+        Index const v = firstVec + u * Block;
         if (v < vecCount)
         {
             values[u] = loadVec(x + v * kVec);
         }
     }
 #pragma unroll
-    for (int u = 0; u < kElementwiseUnroll; ++u)
+    for (int u = 0; u < Unroll; ++u)
     {
-        Index const v = firstVec + u * kElementwiseBlock;
+        Index const v = firstVec + u * Block;
         if (v < vecCount)
         {
             float run[kVec];
@@ -76,13 +93,9 @@ __global__ void __launch_bounds__(kElementwiseBlock)
             storeVec(y + v * kVec, out);
         }
     }
-    // Tail (count not a multiple of the vector width): handled by the first block.
-    if (blockIdx.x == 0)
+    if (hasTail)
     {
-        for (Index i = vecCount * kVec + threadIdx.x; i < count; i += kElementwiseBlock)
-        {
-            y[i] = applyOne(op, x[i], i);
-        }
+        y[tailIndex] = applyOne(op, tailValue, tailIndex);
     }
 }
 
@@ -108,10 +121,19 @@ cudaError_t launchElementwise(T const* x, T* y, int64_t count, Op op, cudaStream
     if (isAligned16(x) && isAligned16(y))
     {
         constexpr int kVec = Vec16<T>::kSize;
-        int64_t const perBlock = int64_t{kElementwiseBlock} * kElementwiseUnroll * kVec;
-        unsigned const grid = std::max(1U, ceilDiv(count, perBlock));
-        elementwiseKernel<T, Index, Op>
-            <<<grid, kElementwiseBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
+        int64_t const vectors = count / kVec;
+        if (vectors >= kElementwiseLargeVectors)
+        {
+            unsigned const grid = ceilDiv(vectors, int64_t{kElementwiseBlock} * kElementwiseUnroll);
+            elementwiseKernel<T, Index, kElementwiseBlock, kElementwiseUnroll, Op>
+                <<<grid, kElementwiseBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
+        }
+        else
+        {
+            unsigned const grid = std::max(1U, ceilDiv(vectors, kElementwiseSmallBlock));
+            elementwiseKernel<T, Index, kElementwiseSmallBlock, 1, Op>
+                <<<grid, kElementwiseSmallBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
+        }
     }
     else
     {
