@@ -53,13 +53,15 @@ __global__ void __launch_bounds__(Block)
     Index const vecCount = count / kVec;
     Index const firstVec = static_cast<Index>(blockIdx.x) * (Block * Unroll) + threadIdx.x;
     // The tail (count not a multiple of the vector width, < kVec elements) is loaded by the first threads of
-    // block 0 together with their vectors, so that it costs no second memory round trip.
+    // block 0 together with their vectors. All ops run before the first store: an op's own loads (PReLU's
+    // slopes) then issue with the inputs' instead of after a store (a second memory round trip at serving
+    // sizes).
     Index const tailIndex = vecCount * kVec + threadIdx.x;
     bool const hasTail = blockIdx.x == 0 && tailIndex < count;
-    T tailValue{};
+    float tail[1] = {0.F};
     if (hasTail)
     {
-        tailValue = x[tailIndex];
+        tail[0] = toFloat(x[tailIndex]);
     }
     Vec16<T> values[Unroll];
 #pragma unroll
@@ -71,31 +73,43 @@ __global__ void __launch_bounds__(Block)
             values[u] = loadVec(x + v * kVec);
         }
     }
+    if (hasTail)
+    {
+        op(tail, tailIndex);
+    }
+    float runs[Unroll][kVec];
 #pragma unroll
     for (int u = 0; u < Unroll; ++u)
     {
         Index const v = firstVec + u * Block;
         if (v < vecCount)
         {
-            float run[kVec];
 #pragma unroll
             for (int k = 0; k < kVec; ++k)
             {
-                run[k] = toFloat(values[u].v[k]);
+                runs[u][k] = toFloat(values[u].v[k]);
             }
-            op(run, v * kVec);
+            op(runs[u], v * kVec);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < Unroll; ++u)
+    {
+        Index const v = firstVec + u * Block;
+        if (v < vecCount)
+        {
             Vec16<T> out;
 #pragma unroll
             for (int k = 0; k < kVec; ++k)
             {
-                out.v[k] = fromFloat<T>(run[k]);
+                out.v[k] = fromFloat<T>(runs[u][k]);
             }
             storeVec(y + v * kVec, out);
         }
     }
     if (hasTail)
     {
-        y[tailIndex] = applyOne(op, tailValue, tailIndex);
+        y[tailIndex] = fromFloat<T>(tail[0]);
     }
 }
 

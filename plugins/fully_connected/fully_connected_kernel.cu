@@ -240,7 +240,39 @@ cudaError_t launchDot(void const* x, void const* w, void const* bias, void* y, i
 }
 
 // --------------------------------------------------------------------------------- tensor-core kernel
-template <int BN, int BM, int BK, int Chunk>
+//! 16 bytes global -> shared without passing through registers (cp.async, sm_80+), zero-filled when !valid;
+//! older GPUs copy through registers (then the pipeline below is simply synchronous).
+__device__ __forceinline__ void copy16Async(void* shared, void const* global, bool valid)
+{
+#if __CUDA_ARCH__ >= 800
+    unsigned const address = static_cast<unsigned>(__cvta_generic_to_shared(shared));
+    int const bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(address), "l"(global), "r"(bytes));
+#else
+    *static_cast<uint4*>(shared) = valid ? *static_cast<uint4 const*>(global) : make_uint4(0, 0, 0, 0);
+#endif
+}
+
+__device__ __forceinline__ void commitAsync()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+template <int Pending>
+__device__ __forceinline__ void waitAsync()
+{
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+#endif
+}
+
+//! A block of 4 warps (2 x 2) computes BN rows x BM outputs through K tiles of BK, Stages tiles deep in
+//! shared memory: while one tile's products run, the next Stages - 1 tiles are in flight. Small enough (<= 48
+//! KiB of static shared memory) that several blocks share an SM, which keeps more bytes in flight at LeNet's
+//! sizes.
+template <int BN, int BM, int BK, int Stages>
 __global__ void __launch_bounds__(128)
     fcTensorKernel(__half const* __restrict__ x, __half const* __restrict__ w,
                    __half const* __restrict__ bias, __half* __restrict__ y, int64_t n, int32_t k, int32_t m)
@@ -251,27 +283,59 @@ __global__ void __launch_bounds__(128)
     constexpr int kWarpM = BM / 2;
     constexpr int kFragN = kWarpN / 16;
     constexpr int kFragM = kWarpM / 16;
-    constexpr int kChunksPerRow = BK / Chunk;
+    constexpr int kChunksPerRow = BK / 8;  // 16-byte chunks
     constexpr int kChunksA = BN * kChunksPerRow / 128;
     constexpr int kChunksB = BM * kChunksPerRow / 128;
+    constexpr int kStageHalfs = (BN + BM) * kLd;
     constexpr int kLdC = BM + 4;  // floats
-    constexpr int kTileBytes = (BN + BM) * kLd * 2;
+    constexpr int kTileBytes = Stages * kStageHalfs * 2;
     constexpr int kOutBytes = BN * kLdC * 4;
-    static_assert(kFragN >= 1 && kFragM >= 1 && BK % 16 == 0, "tile too small for 2 x 2 warps of 16 x 16");
+    static_assert(kFragN >= 1 && kFragM >= 1 && BK % 16 == 0 && Stages >= 2,
+                  "tile too small for 2 x 2 warps");
     static_assert(BN * kChunksPerRow % 128 == 0 && BM * kChunksPerRow % 128 == 0, "uneven tile loads");
     static_assert(kTileBytes <= 48 * 1024 && kOutBytes <= 48 * 1024, "static shared memory");
-    using P = Pack<__half, Chunk>;
 
     __shared__ __align__(128) unsigned char smem[kTileBytes > kOutBytes ? kTileBytes : kOutBytes];
-    __half* const sA = reinterpret_cast<__half*>(smem);  // x tile: BN rows (n) of BK (k)
-    __half* const sB = sA + BN * kLd;                    // W tile: BM rows (m) of BK (k), i.e. W^T col-major
-    float* const sC = reinterpret_cast<float*>(smem);    // the output tile, after the last K tile
+    auto* const stages =
+        reinterpret_cast<__half*>(smem);               // per stage: x tile (BN x BK), then W tile (BM x BK)
+    float* const sC = reinterpret_cast<float*>(smem);  // the output tile, after the last K tile
 
     int64_t const n0 = static_cast<int64_t>(blockIdx.x) * BN;
     int32_t const m0 = static_cast<int32_t>(blockIdx.y) * BM;
     int const warp = static_cast<int>(threadIdx.x) >> 5;
     int const warpRow = (warp >> 1) * kWarpN;
     int const warpCol = (warp & 1) * kWarpM;
+    int32_t const tiles = (k + BK - 1) / BK;
+
+    auto issue = [&](int32_t tile)
+    {
+        if (tile < tiles)
+        {
+            __half* const sA = stages + (tile % Stages) * kStageHalfs;
+            __half* const sB = sA + BN * kLd;
+            int32_t const k0 = tile * BK;
+#pragma unroll
+            for (int i = 0; i < kChunksA; ++i)
+            {
+                int const c = static_cast<int>(threadIdx.x) + i * 128;
+                int const r = c / kChunksPerRow;
+                int const col = (c % kChunksPerRow) * 8;
+                bool const valid = n0 + r < n && k0 + col < k;
+                copy16Async(sA + r * kLd + col, valid ? x + (n0 + r) * k + k0 + col : x, valid);
+            }
+#pragma unroll
+            for (int i = 0; i < kChunksB; ++i)
+            {
+                int const c = static_cast<int>(threadIdx.x) + i * 128;
+                int const r = c / kChunksPerRow;
+                int const col = (c % kChunksPerRow) * 8;
+                bool const valid = m0 + r < m && k0 + col < k;
+                copy16Async(sB + r * kLd + col, valid ? w + static_cast<int64_t>(m0 + r) * k + k0 + col : w,
+                            valid);
+            }
+        }
+        commitAsync();  // an empty group past the last tile keeps the group count uniform
+    };
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFragN][kFragM];
 #pragma unroll
@@ -283,57 +347,18 @@ __global__ void __launch_bounds__(128)
             wmma::fill_fragment(acc[i][j], 0.F);
         }
     }
-
-    P stageA[kChunksA];
-    P stageB[kChunksB];
-    auto load = [&](int32_t k0)
+#pragma unroll
+    for (int s = 0; s < Stages - 1; ++s)
     {
-#pragma unroll
-        for (int i = 0; i < kChunksA; ++i)
-        {
-            int const c = static_cast<int>(threadIdx.x) + i * 128;
-            int64_t const row = n0 + c / kChunksPerRow;
-            int32_t const col = k0 + (c % kChunksPerRow) * Chunk;
-            stageA[i] = row < n && col < k ? *reinterpret_cast<P const*>(x + row * k + col)
-                                           : zeroPack<__half, Chunk>();
-        }
-#pragma unroll
-        for (int i = 0; i < kChunksB; ++i)
-        {
-            int const c = static_cast<int>(threadIdx.x) + i * 128;
-            int32_t const row = m0 + c / kChunksPerRow;
-            int32_t const col = k0 + (c % kChunksPerRow) * Chunk;
-            stageB[i] = row < m && col < k
-                            ? *reinterpret_cast<P const*>(w + static_cast<int64_t>(row) * k + col)
-                            : zeroPack<__half, Chunk>();
-        }
-    };
-    auto store = [&]()
-    {
-#pragma unroll
-        for (int i = 0; i < kChunksA; ++i)
-        {
-            int const c = static_cast<int>(threadIdx.x) + i * 128;
-            *reinterpret_cast<P*>(sA + (c / kChunksPerRow) * kLd + (c % kChunksPerRow) * Chunk) = stageA[i];
-        }
-#pragma unroll
-        for (int i = 0; i < kChunksB; ++i)
-        {
-            int const c = static_cast<int>(threadIdx.x) + i * 128;
-            *reinterpret_cast<P*>(sB + (c / kChunksPerRow) * kLd + (c % kChunksPerRow) * Chunk) = stageB[i];
-        }
-    };
-
-    int32_t const tiles = (k + BK - 1) / BK;
-    load(0);
+        issue(s);
+    }
     for (int32_t t = 0; t < tiles; ++t)
     {
-        store();
-        __syncthreads();
-        if (t + 1 < tiles)
-        {
-            load((t + 1) * BK);  // in flight while this tile's products run
-        }
+        waitAsync<Stages - 2>();  // this thread's copies of tile t have landed
+        __syncthreads();  // everyone's have; and everyone is done with tile t - 1, whose stage is reused
+        issue(t + Stages - 1);
+        __half const* const sA = stages + (t % Stages) * kStageHalfs;
+        __half const* const sB = sA + BN * kLd;
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk)
         {
@@ -359,8 +384,9 @@ __global__ void __launch_bounds__(128)
                 }
             }
         }
-        __syncthreads();  // the next store (or the output tile) overwrites what was just read
     }
+    waitAsync<0>();
+    __syncthreads();  // the output tile overwrites the stages
 
 #pragma unroll
     for (int i = 0; i < kFragN; ++i)
@@ -389,7 +415,7 @@ __global__ void __launch_bounds__(128)
     }
 }
 
-template <int BN, int BM, int BK>
+template <int BN, int BM, int BK, int Stages>
 cudaError_t launchTensor(nvinfer1::DataType type, void const* x, void const* w, void const* bias, void* y,
                          int64_t n, int64_t k, int64_t m, cudaStream_t stream)
 {
@@ -403,21 +429,16 @@ cudaError_t launchTensor(nvinfer1::DataType type, void const* x, void const* w, 
     {
         return cudaErrorNotSupported;
     }
-    dim3 const grid(static_cast<unsigned>(rowBlocks), static_cast<unsigned>(colBlocks));
-    auto const* xh = static_cast<__half const*>(x);
-    auto const* wh = static_cast<__half const*>(w);
-    auto const* bh = static_cast<__half const*>(bias);
-    auto* yh = static_cast<__half*>(y);
-    auto const k32 = static_cast<int32_t>(k);
-    auto const m32 = static_cast<int32_t>(m);
     uintptr_t const bits =
         reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | static_cast<uintptr_t>(k * 2);
     if ((bits & 15U) != 0)
     {
-        return cudaErrorNotSupported;  // 16-byte tile loads only (narrower ones spilled registers at BK =
-                                       // 128)
+        return cudaErrorNotSupported;  // 16-byte copies only: K a multiple of 8, aligned tensors
     }
-    fcTensorKernel<BN, BM, BK, 8><<<grid, 128, 0, stream>>>(xh, wh, bh, yh, n, k32, m32);
+    dim3 const grid(static_cast<unsigned>(rowBlocks), static_cast<unsigned>(colBlocks));
+    fcTensorKernel<BN, BM, BK, Stages><<<grid, 128, 0, stream>>>(
+        static_cast<__half const*>(x), static_cast<__half const*>(w), static_cast<__half const*>(bias),
+        static_cast<__half*>(y), n, static_cast<int32_t>(k), static_cast<int32_t>(m));
     return cudaGetLastError();
 }
 
@@ -456,39 +477,16 @@ cudaError_t launchFcKernel(FcKernel kernel, nvinfer1::DataType type, void const*
             return launchDotTyped<8, 8, 2>(type, x, weights, bias, y, n, k, m, stream);
         case FcKernel::kDot4x16:
             return launchDotTyped<4, 16, 2>(type, x, weights, bias, y, n, k, m, stream);
-        case FcKernel::kTensor64x64x64:
-            return launchTensor<64, 64, 64>(type, x, weights, bias, y, n, k, m, stream);
-        case FcKernel::kTensor64x64x128:
-            return launchTensor<64, 64, 128>(type, x, weights, bias, y, n, k, m, stream);
-        case FcKernel::kTensor32x64x128:
-            return launchTensor<32, 64, 128>(type, x, weights, bias, y, n, k, m, stream);
+        case FcKernel::kTensor64x64:
+            return launchTensor<64, 64, 32, 4>(type, x, weights, bias, y, n, k, m, stream);
+        case FcKernel::kTensor32x64:
+            return launchTensor<32, 64, 64, 3>(type, x, weights, bias, y, n, k, m, stream);
+        case FcKernel::kTensor64x32:
+            return launchTensor<64, 32, 64, 3>(type, x, weights, bias, y, n, k, m, stream);
+        case FcKernel::kTensor32x32:
+            return launchTensor<32, 32, 64, 4>(type, x, weights, bias, y, n, k, m, stream);
         default:
             return cudaErrorNotSupported;
-    }
-}
-
-char const* fcKernelName(FcKernel kernel)
-{
-    switch (kernel)
-    {
-        case FcKernel::kDot1x8:
-            return "dot 1x8";
-        case FcKernel::kDot2x8:
-            return "dot 2x8";
-        case FcKernel::kDot4x8:
-            return "dot 4x8";
-        case FcKernel::kDot8x8:
-            return "dot 8x8";
-        case FcKernel::kDot4x16:
-            return "dot 4x16";
-        case FcKernel::kTensor64x64x64:
-            return "tensor 64x64x64";
-        case FcKernel::kTensor64x64x128:
-            return "tensor 64x64x128";
-        case FcKernel::kTensor32x64x128:
-            return "tensor 32x64x128";
-        default:
-            return "?";
     }
 }
 

@@ -23,11 +23,13 @@ enum class FcKernel : int32_t
     kDot8x8,   // R=8, C=8, 2 warps: batch 64 x 500 outputs
     kDot4x16,  // R=4, C=16, 2 warps: few outputs (LeNet fc2: 10), many rows
                // FP16 with K a multiple of 8, tensor cores (WMMA 16x16x16, FP32 accumulation): a block of 4
-               // warps computes BN x BM through K tiles of BK staged in shared memory, the next tile's
-               // 16-byte loads in flight during the current one's products.
-    kTensor64x64x64,
-    kTensor64x64x128,
-    kTensor32x64x128,
+               // warps computes a BN x BM tile through K tiles staged in shared memory by cp.async, 3 or 4
+               // tiles deep, so that the next tiles' loads are in flight during the current one's products.
+               // Named BN x BM.
+    kTensor64x64,
+    kTensor32x64,
+    kTensor64x32,
+    kTensor32x32,
     kCount
 };
 
@@ -36,7 +38,5 @@ enum class FcKernel : int32_t
 //! its loads cannot use, or a grid over the device's limits. The caller then runs cuBLASLt.
 cudaError_t launchFcKernel(FcKernel kernel, nvinfer1::DataType type, void const* x, void const* weights,
                            void const* bias, void* y, int64_t n, int64_t k, int64_t m, cudaStream_t stream);
-
-char const* fcKernelName(FcKernel kernel);
 
 }  // namespace trt_plugin_kit
