@@ -554,10 +554,11 @@ void checkWritten(TensorSpec const& spec, void const* data, int index)
 
 //! Tactics, chosen as TensorRT's builder does: time each one, keep the fastest (and set it). Timed the way
 //! the case is measured: small enqueues inside a CUDA graph when `inGraph`, so that launch overhead does not
-//! pick the tactic (eager timing chose a slower one for FC at batch 1). Returns the tactic, 0 when the plugin
-//! has none.
+//! pick the tactic (eager timing chose a slower one for FC at batch 1); otherwise one enqueue after the GPU
+//! wait kernel, the median of 15 (back-to-back enqueues overlap one another). Returns the tactic, 0 when the
+//! plugin has none.
 int32_t chooseTactic(std::string const& pluginName, IPluginV3* plugin,
-                     std::function<void(int64_t)> const& enqueue, int64_t sets, bool inGraph,
+                     std::function<void(int64_t)> const& enqueue, int64_t sets, bool inGraph, uint64_t spinNs,
                      cudaStream_t stream)
 {
     Capabilities const caps = capabilitiesOf(plugin);
@@ -587,19 +588,37 @@ int32_t chooseTactic(std::string const& pluginName, IPluginV3* plugin,
             cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
         }
         double us = INFINITY;
-        for (int trial = 0; trial < 5; ++trial)  // best of five: the fastest tactics differ by a few percent
+        if (exec != nullptr)
         {
-            Events timing(1);
-            cudaOk(cudaEventRecord(timing.start[0], stream), "record");
-            if (exec != nullptr)
+            for (int trial = 0; trial < 5;
+                 ++trial)  // best of five: the fastest tactics differ by a few percent
+            {
+                Events timing(1);
+                cudaOk(cudaEventRecord(timing.start[0], stream), "record");
                 cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
-            else
-                for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
-            cudaOk(cudaEventRecord(timing.stop[0], stream), "record");
-            cudaOk(cudaStreamSynchronize(stream), "tactic timing");
-            us = std::min(us, timing.us(0) / static_cast<double>(kTacticReps));
+                cudaOk(cudaEventRecord(timing.stop[0], stream), "record");
+                cudaOk(cudaStreamSynchronize(stream), "tactic timing");
+                us = std::min(us, timing.us(0) / static_cast<double>(kTacticReps));
+            }
+            cudaGraphExecDestroy(exec);
         }
-        if (exec != nullptr) cudaGraphExecDestroy(exec);
+        else
+        {
+            constexpr int64_t kEagerReps = 15;
+            Events timing(kEagerReps);
+            for (int64_t r = 0; r < kEagerReps; ++r)
+            {
+                if (spinNs) cudaOk(bench::launchSpin(spinNs, stream), "spin");
+                cudaOk(cudaEventRecord(timing.start[r], stream), "record");
+                enqueue((r + 1) % sets);
+                cudaOk(cudaEventRecord(timing.stop[r], stream), "record");
+            }
+            cudaOk(cudaStreamSynchronize(stream), "tactic timing");
+            std::vector<double> samples;
+            for (int64_t r = 0; r < kEagerReps; ++r) samples.push_back(timing.us(static_cast<size_t>(r)));
+            std::sort(samples.begin(), samples.end());
+            us = samples[samples.size() / 2];
+        }
         timings += " " + std::to_string(tactic) + ":" + std::to_string(us).substr(0, 7);
         if (us < bestUs)
         {
@@ -704,7 +723,8 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     for (int32_t o = 0; o < nbOut; ++o) checkWritten(p.outputs[o], outPtrs[o], o);
 
     // ---- tactics, chosen as TensorRT's builder does: time each one, keep the fastest
-    chooseTactic(pluginName, attached.get(), enqueue, sets, graphBatch > 0, stream.stream);
+    chooseTactic(pluginName, attached.get(), enqueue, sets, graphBatch > 0,
+                 static_cast<uint64_t>(options.spinUs * 1000.0), stream.stream);
 
     uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
     std::vector<double> samples;
@@ -1025,7 +1045,7 @@ void chain(std::string const& spec, int64_t repetitions, Options const& options,
         ChainNode& current = *node;
         int32_t const tactic = chooseTactic(
             current.plugin, current.attached.get(), [&](int64_t set) { enqueueNode(current, set); }, sets,
-            true, stream.stream);
+            true, 0, stream.stream);
         tactics += (tactics.empty() ? "" : ", ") + std::to_string(tactic);
     }
 

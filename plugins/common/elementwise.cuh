@@ -3,10 +3,14 @@
 // so that it can hoist per-vector work (PReLU's channel lookup); PerElement adapts a plain `float(float
 // value, Index element)` op.
 //
-// Two launch shapes (see plugins/benchmarks/results/NOTES-small-sizes.md):
-//  - large tensors: 256-thread blocks, 4 vectors in flight per thread (the memory roofline shape);
+// Two launch shapes (see plugins/benchmarks/results/NOTES-small-sizes.md), measured on an H100:
+//  - large tensors (>= 65536 vectors, 1 MiB): 256-thread blocks, 4 vectors in flight per thread, the tail
+//  (count
+//    not a multiple of the vector width) done by block 0 after its vectors;
 //  - small tensors (serving sizes): 128-thread blocks, one vector per thread, so that a tensor of a few
-//    thousand vectors spreads over many SMs instead of sitting on 4 to 8 of them.
+//  thousand
+//    vectors spreads over many SMs instead of 4 to 8 of them; the tail elements go to threads of their own,
+//    so that no thread waits for two memory round trips.
 #pragma once
 
 #include "cuda_utils.cuh"
@@ -45,43 +49,66 @@ __device__ __forceinline__ T applyOne(Op const& op, T x, Index i)
     return fromFloat<T>(one[0]);
 }
 
-template <typename T, typename Index, int Block, int Unroll, typename Op>
-__global__ void __launch_bounds__(Block)
-    elementwiseKernel(T const* __restrict__ x, T* __restrict__ y, Index count, Op op)
+//! Small tensors: thread g converts vector g, or, past the last vector, tail element g - vectors. The load,
+//! the op (with loads of its own, such as PReLU's slopes, which the compiler issues beside the input's) and
+//! the store are one straight block.
+template <typename T, typename Index, typename Op>
+__global__ void __launch_bounds__(kElementwiseSmallBlock)
+    elementwiseSmallKernel(T const* __restrict__ x, T* __restrict__ y, Index count, Op op)
 {
     constexpr int kVec = Vec16<T>::kSize;
     Index const vecCount = count / kVec;
-    Index const firstVec = static_cast<Index>(blockIdx.x) * (Block * Unroll) + threadIdx.x;
-    // The tail (count not a multiple of the vector width, < kVec elements) is loaded by the first threads of
-    // block 0 together with their vectors. All ops run before the first store: an op's own loads (PReLU's
-    // slopes) then issue with the inputs' instead of after a store (a second memory round trip at serving
-    // sizes).
-    Index const tailIndex = vecCount * kVec + threadIdx.x;
-    bool const hasTail = blockIdx.x == 0 && tailIndex < count;
-    float tail[1] = {0.F};
-    if (hasTail)
+    Index const g = static_cast<Index>(blockIdx.x) * kElementwiseSmallBlock + threadIdx.x;
+    if (g < vecCount)
     {
-        tail[0] = toFloat(x[tailIndex]);
-    }
-    Vec16<T> values[Unroll];
+        Vec16<T> const in = loadVec(x + g * kVec);
+        float run[kVec];
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u)
+        for (int k = 0; k < kVec; ++k)
+        {
+            run[k] = toFloat(in.v[k]);
+        }
+        op(run, g * kVec);
+        Vec16<T> out;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k)
+        {
+            out.v[k] = fromFloat<T>(run[k]);
+        }
+        storeVec(y + g * kVec, out);
+        return;
+    }
+    Index const i = vecCount * kVec + (g - vecCount);
+    if (i < count)
     {
-        Index const v = firstVec + u * Block;
+        y[i] = applyOne(op, x[i], i);
+    }
+}
+
+//! Large tensors: Unroll vectors in flight per thread, every op before the first store.
+template <typename T, typename Index, typename Op>
+__global__ void __launch_bounds__(kElementwiseBlock)
+    elementwiseKernel(T const* __restrict__ x, T* __restrict__ y, Index count, Op op)
+{
+    constexpr int kVec = Vec16<T>::kSize;
+    constexpr int kUnroll = kElementwiseUnroll;
+    Index const vecCount = count / kVec;
+    Index const firstVec = static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kUnroll) + threadIdx.x;
+    Vec16<T> values[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+    {
+        Index const v = firstVec + u * kElementwiseBlock;
         if (v < vecCount)
         {
             values[u] = loadVec(x + v * kVec);
         }
     }
-    if (hasTail)
-    {
-        op(tail, tailIndex);
-    }
-    float runs[Unroll][kVec];
+    float runs[kUnroll][kVec];
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u)
+    for (int u = 0; u < kUnroll; ++u)
     {
-        Index const v = firstVec + u * Block;
+        Index const v = firstVec + u * kElementwiseBlock;
         if (v < vecCount)
         {
 #pragma unroll
@@ -93,9 +120,9 @@ __global__ void __launch_bounds__(Block)
         }
     }
 #pragma unroll
-    for (int u = 0; u < Unroll; ++u)
+    for (int u = 0; u < kUnroll; ++u)
     {
-        Index const v = firstVec + u * Block;
+        Index const v = firstVec + u * kElementwiseBlock;
         if (v < vecCount)
         {
             Vec16<T> out;
@@ -107,9 +134,12 @@ __global__ void __launch_bounds__(Block)
             storeVec(y + v * kVec, out);
         }
     }
-    if (hasTail)
+    if (blockIdx.x == 0)  // the tail, fewer than kVec elements
     {
-        y[tailIndex] = fromFloat<T>(tail[0]);
+        for (Index i = vecCount * kVec + threadIdx.x; i < count; i += kElementwiseBlock)
+        {
+            y[i] = applyOne(op, x[i], i);
+        }
     }
 }
 
@@ -139,13 +169,15 @@ cudaError_t launchElementwise(T const* x, T* y, int64_t count, Op op, cudaStream
         if (vectors >= kElementwiseLargeVectors)
         {
             unsigned const grid = ceilDiv(vectors, int64_t{kElementwiseBlock} * kElementwiseUnroll);
-            elementwiseKernel<T, Index, kElementwiseBlock, kElementwiseUnroll, Op>
+            elementwiseKernel<T, Index, Op>
                 <<<grid, kElementwiseBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
         }
         else
         {
-            unsigned const grid = std::max(1U, ceilDiv(vectors, kElementwiseSmallBlock));
-            elementwiseKernel<T, Index, kElementwiseSmallBlock, 1, Op>
+            int64_t const threads =
+                vectors + (count - vectors * kVec);  // one per vector and per tail element
+            unsigned const grid = ceilDiv(threads, kElementwiseSmallBlock);
+            elementwiseSmallKernel<T, Index, Op>
                 <<<grid, kElementwiseSmallBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
         }
     }

@@ -8,6 +8,10 @@ namespace trt_plugin_kit
 {
 namespace
 {
+//! From this many units on, the copy uses the large launch shape (measured at 16M units of 16 bytes; the
+//! serving sizes, up to 256K units, were measured with the small one).
+constexpr int64_t kLargeCopyUnits = int64_t{1} << 19;
+
 //! Unit i < unitsA comes from a and goes to out0[i] and out1[i]; unitsA <= i < unitsA + unitsB comes from
 //! b[i - unitsA] and goes to out0[i] (out0 holds a then b, so the output index is i itself).
 template <typename Unit, int Block, int Unroll>

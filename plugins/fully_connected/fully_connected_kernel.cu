@@ -485,6 +485,10 @@ cudaError_t launchFcKernel(FcKernel kernel, nvinfer1::DataType type, void const*
             return launchTensor<64, 32, 64, 3>(type, x, weights, bias, y, n, k, m, stream);
         case FcKernel::kTensor32x32:
             return launchTensor<32, 32, 64, 4>(type, x, weights, bias, y, n, k, m, stream);
+        case FcKernel::kTensor128x64:
+            return launchTensor<128, 64, 32, 3>(type, x, weights, bias, y, n, k, m, stream);
+        case FcKernel::kTensor64x128:
+            return launchTensor<64, 128, 32, 3>(type, x, weights, bias, y, n, k, m, stream);
         default:
             return cudaErrorNotSupported;
     }
