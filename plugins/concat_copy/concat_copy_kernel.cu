@@ -62,9 +62,9 @@ cudaError_t launchUnits(void const* a, size_t bytesA, void const* b, size_t byte
     auto const* ub = static_cast<Unit const*>(b);
     auto* u0 = static_cast<Unit*>(out0);
     auto* u1 = static_cast<Unit*>(out1);
-    // The same two launch shapes as the elementwise kernels (see ../common/elementwise.cuh), counted in
+    // The two launch shapes of the elementwise kernels (see ../common/elementwise.cuh), counted in
     // units.
-    if (total >= kElementwiseLargeVectors)
+    if (total >= kLargeCopyUnits)
     {
         unsigned const grid = ceilDiv(total, int64_t{kElementwiseBlock} * kElementwiseUnroll);
         concatCopyKernel<Unit, kElementwiseBlock, kElementwiseUnroll>
