@@ -66,7 +66,7 @@ public:
     //! Tactics: cuBLASLt's heuristic candidates for the shape, asked with several workspace limits (the limit
     //! changes which kernels it proposes, e.g. split-K or not); TensorRT times them at build time. cuBLASLt's
     //! first choice at the full workspace is not always its fastest (FP32 N=4096 K=800 M=500 on an H100).
-    static constexpr int32_t kCandidatesPerLimit = 4;
+    static constexpr int32_t kCandidatesPerLimit = 8;
     static constexpr size_t kWorkspaceLimits[] = {kWorkspaceBytes, size_t{4} << 20, size_t{1} << 20, 0};
     static constexpr int32_t kCublasTactics = kCandidatesPerLimit * 4;
     //! Tactics kCublasTactics + 1 and up: the plugin's own kernels (fully_connected_kernel.h), in FcKernel
