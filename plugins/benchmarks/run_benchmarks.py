@@ -33,6 +33,7 @@ import ctypes
 import datetime
 import json
 import math
+import os
 import platform
 import shlex
 import statistics
@@ -1183,16 +1184,21 @@ def device_meta(lib: BenchLibrary, torch) -> dict:
         meta.update(driver_version=driver, max_sm_clock=sm_clock, max_memory_clock=mem_clock)
     except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
         meta["driver_version"] = f"unknown ({error})"
+    # A copy of the tree without its .git (the device machine's) would report an enclosing repository's
+    # commit: TPK_BENCH_COMMIT names the source commit then.
+    meta["git_commit"] = os.environ.get("TPK_BENCH_COMMIT") or None
     try:
-        meta["git_commit"] = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"],
+        top, head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--show-toplevel", "HEAD"],
             capture_output=True,
             text=True,
             timeout=10,
             check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        meta["git_commit"] = None
+        ).stdout.split()
+        if meta["git_commit"] is None and Path(top).resolve() == REPO_ROOT:
+            meta["git_commit"] = head
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
     if torch is not None:
         meta["torch_version"] = torch.__version__
         meta["torch_cuda"] = torch.version.cuda
