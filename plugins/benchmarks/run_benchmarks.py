@@ -1044,14 +1044,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "each case's build-phase calls against the plugin library)",
     )
     p.add_argument(
-        "--quick", action="store_true", help=f"smoke test: the {len(QUICK_IDS)} cases of QUICK_IDS"
+        "--quick", action="store_true", help=f"smoke test: the {len(QUICK_IDS)} cases and chains of QUICK_IDS"
     )
     p.add_argument(
         "--only",
         action="append",
         default=[],
         metavar="TEXT",
-        help="keep the cases whose id contains TEXT (repeatable; comma-separated also works)",
+        help="keep the cases and chains whose id contains TEXT (repeatable; comma-separated also works)",
     )
     p.add_argument(
         "--repetitions",
