@@ -105,14 +105,32 @@ def parse_request_name(name: str) -> RequestName | None:
 
 @lru_cache(maxsize=4)
 def digit_images(images_path: str | None = None) -> np.ndarray:
-    """The first DIGIT_POOL_SIZE real MNIST digits as uint8 [N, 28, 28]."""
+    """The first DIGIT_POOL_SIZE real MNIST digits as uint8 [N, 28, 28], from an IDX file or from a folder
+    of 28x28 grayscale PNG digits (e.g. samples/digits, where no MNIST set is at hand)."""
     path = Path(images_path) if images_path else mnist_data.DEFAULT_DATA_DIR / mnist_data.DEV_IMAGES_FILE
+    if path.is_dir():
+        return png_digits(path)[:DIGIT_POOL_SIZE]
     if not path.is_file():
         raise FileNotFoundError(
             f"MNIST images not found at {path}: the load test sends real digits; point --mnist-images "
-            "(or MNIST_IMAGES) at mnist-dev-images-idx3-ubyte.gz"
+            "(or MNIST_IMAGES) at mnist-dev-images-idx3-ubyte.gz or at a folder of 28x28 PNG digits"
         )
     return mnist_data.load_images(path)[:DIGIT_POOL_SIZE]
+
+
+def png_digits(folder: Path) -> np.ndarray:
+    """The *.png files of `folder` (not its subfolders), 28x28 MNIST-style digits, as uint8 [N, 28, 28]."""
+    files = sorted(folder.glob("*.png"))
+    if not files:
+        raise FileNotFoundError(f"no *.png digits in {folder}")
+    digits = []
+    for file in files:
+        with Image.open(file) as image:
+            digit = np.asarray(image.convert("L"))
+        if digit.shape != (mnist_data.IMAGE_SIZE, mnist_data.IMAGE_SIZE):
+            raise ValueError(f"{file} is {digit.shape[1]}x{digit.shape[0]}; digits must be 28x28 like MNIST")
+        digits.append(digit)
+    return np.stack(digits)
 
 
 @lru_cache(maxsize=4)

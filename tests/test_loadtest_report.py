@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from loadtests.workloads import (
     request_name,
 )
 from trt_plugin_kit import mnist
+from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.serving import free_port
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
@@ -447,3 +449,44 @@ def test_cpu_busy_percent_is_a_percentage():
 
     busy = baseline.cpu_busy_percent(0.2)
     assert busy is not None and 0.0 <= busy <= 100.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# A folder of PNG digits instead of the MNIST set (the compose loadtest service without a mounted set)
+
+
+def test_a_folder_of_sample_digits_is_a_digit_pool():
+    digits = digit_images(str(SAMPLES_DIR))
+    assert digits.shape == (10, 28, 28) and digits.dtype == np.uint8
+    with Image.open(SAMPLES_DIR / "7.png") as seven:
+        assert np.array_equal(digits[7], np.asarray(seven))  # sorted by name, pixels as stored
+    task = MnistPipelineTask(str(SAMPLES_DIR))
+    assert len(task.pngs) == 10
+
+
+def test_a_folder_without_proper_digits_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no \\*.png digits"):
+        digit_images(str(tmp_path))
+    Image.new("L", (32, 28)).save(tmp_path / "wide.png")
+    with pytest.raises(ValueError, match="32x28; digits must be 28x28"):
+        digit_images(str(tmp_path))
+
+
+def test_compose_entrypoint_falls_back_to_the_sample_digits(tmp_path):
+    """docker/loadtest_entrypoint.sh with no MNIST set mounted: says so and points at samples/digits."""
+    fake_python = tmp_path / "python"
+    fake_python.write_text('#!/bin/sh\necho "MNIST_IMAGES=$MNIST_IMAGES args=$*"\n')
+    fake_python.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "MNIST_IMAGES": "/data/mnist/missing.gz"}
+    entrypoint = REPO_ROOT / "docker" / "loadtest_entrypoint.sh"
+    result = subprocess.run(["sh", str(entrypoint), "--users", "2"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert "no MNIST set at /data/mnist/missing.gz" in result.stderr
+    assert (
+        result.stdout.strip() == "MNIST_IMAGES=/opt/trt_plugin_kit/samples/digits args=-m loadtests --users 2"
+    )
+    present = tmp_path / "digits.gz"
+    present.touch()
+    env["MNIST_IMAGES"] = str(present)
+    result = subprocess.run(["sh", str(entrypoint)], env=env, capture_output=True, text=True)
+    assert result.stdout.strip() == f"MNIST_IMAGES={present} args=-m loadtests" and not result.stderr
