@@ -32,13 +32,24 @@ With ``--tensorrt-rtx`` it builds the native flavour with TensorRT for RTX inste
 needed): engines for RTX GPUs, not served; the tests use it to run this code against a real TensorRT API.
 
 Needs TensorRT >= 10 (``import tensorrt``), an NVIDIA GPU and the CUDA runtime (libcudart), plus numpy, onnx,
-pillow and tqdm (PyYAML only for YAML plugin configs).
+pillow, tqdm and tritonclient[grpc] (Triton's ModelConfig message reads config.pbtxt; PyYAML only
+for YAML plugin configs).
 Without them it exits with a message saying so. The code is the package trt_plugin_kit.engines.
 """
 
 import sys
 
-from trt_plugin_kit.engines.cli import main
+from trt_plugin_kit.engines.errors import EXIT_ENVIRONMENT
+
+try:
+    from trt_plugin_kit.engines.cli import main
+except ImportError as error:  # a Python dependency is missing: say which, no traceback
+    print(
+        f"build_engines.py: {error}. It needs numpy, onnx, pillow, tqdm and tritonclient[grpc]: "
+        "pip install numpy onnx pillow tqdm 'tritonclient[grpc]'",
+        file=sys.stderr,
+    )
+    sys.exit(EXIT_ENVIRONMENT)
 
 if __name__ == "__main__":
     sys.exit(main())

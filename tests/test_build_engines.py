@@ -43,10 +43,11 @@ from trt_plugin_kit.engines.verify import compare_with_reference
 from trt_plugin_kit.interface import FLAVOURS, PLUGIN_LIBRARY_NAME, PRECISIONS
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.triton_config import (
-    TextProtoError,
+    ModelConfigError,
+    TensorConfig,
+    WarmupSample,
     load_model_config,
     model_config_from_text,
-    parse_text_proto,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -251,7 +252,7 @@ def _project_configs() -> list[Path]:
 
 @pytest.mark.parametrize("path", _project_configs(), ids=lambda p: str(p.relative_to(REPO_ROOT)))
 def test_config_reader_agrees_with_tritons_protobuf(path):
-    """Our reader vs google.protobuf.text_format with Triton's ModelConfig, on every config of the repo."""
+    """Our ModelConfig vs Triton's ModelConfig message itself, on every config of the repository."""
     ours = load_model_config(path)
     theirs = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
     assert ours.name == theirs.name and ours.platform == theirs.platform and ours.backend == theirs.backend
@@ -271,38 +272,43 @@ def test_config_reader_agrees_with_tritons_protobuf(path):
 
 
 def test_config_reader_syntax():
-    message = parse_text_proto(
+    """The protobuf text syntax Triton accepts: comments, quotes, adjacent strings, separators, <>, hex."""
+    config = model_config_from_text(
         """
         # comment
-        name: "a\\"b"  platform: 'x' 'y'
-        max_batch_size: 8;
-        dims: [ -1, 0x10, 3 ]
-        parameters { key: "k" value: { string_value: "v" } }
+        name: "a\\"b"  platform: 'tensorrt' '_plan'
+        max_batch_size: 0x10;
+        input < name: "x", data_type: TYPE_FP16, dims: [ -1, 3 ] reshape { shape: [ 3 ] } >
+        output [ { name: "y" data_type: TYPE_FP32 dims: 3 dims: 4 } ]
         instance_group [ { count: 2, kind: KIND_GPU }, { kind: KIND_CPU } ]
-        flag: true ratio: 1.5e-3 other < x: 1 >
+        parameters { key: "k" value: { string_value: "v" } }
+        model_warmup [ { name: "w" batch_size: 2
+          inputs { key: "x" value { data_type: TYPE_FP16 dims: [ 3 ] zero_data: true } } } ]
         """
     )
-    assert message["name"] == ['a"b'] and message["platform"] == ["xy"] and message["max_batch_size"] == [8]
-    assert message["dims"] == [-1, 16, 3]
-    assert message["parameters"][0]["value"][0]["string_value"] == ["v"]
-    assert [g["kind"] for g in message["instance_group"]] == [["KIND_GPU"], ["KIND_CPU"]]
-    assert message["flag"] == [True] and message["ratio"] == [1.5e-3] and message["other"] == [{"x": [1]}]
+    assert config.name == 'a"b' and config.platform == "tensorrt_plan" and config.is_tensorrt
+    assert config.max_batch_size == 16
+    assert config.inputs == (TensorConfig("x", "TYPE_FP16", (-1, 3), (3,)),)
+    assert config.inputs[0].model_dims == (3,) and config.outputs[0].dims == (3, 4)
+    assert config.warmup == (WarmupSample("w", 2, {"x": (3,)}),)
 
 
 @pytest.mark.parametrize(
     "text,message",
     [
-        ('name: "x"\ninput [ { name: "a" ', "missing"),
-        ("name: @", "unexpected character"),
-        ("dims: [ 1 2 ]", "expected ',' or ']'"),
-        ("{ x: 1 }", "expected a field name"),
-        ("max_batch_size: 1 max_batch_size: 2", "given 2 times"),
+        ('name: "x"\ninput [ { name: "a" ', 'm/config.pbtxt:2:17 : Expected "}"'),
+        ("name: @", "Expected string but found: '@'"),
+        ('input [ { name: "a" dims: [ 1 2 ] } ]', 'Expected ","'),
+        ("{ x: 1 }", "Expected identifier or number"),
+        ("max_batch_size: 1 max_batch_size: 2", 'should not have multiple "max_batch_size" fields'),
         ("input [ { data_type: TYPE_FP32 } ]", "needs a name"),
-        ('max_batch_size: "many"', "unexpected value"),
+        ('max_batch_size: "many"', "Couldn't parse integer"),
+        ("flag: true", 'has no field named "flag"'),  # Triton refuses unknown fields
+        ('input [ { name: "a" data_type: TYPE_FLOAT } ]', "no value named TYPE_FLOAT"),
     ],
 )
 def test_config_reader_errors_name_the_problem(text, message):
-    with pytest.raises(TextProtoError, match=message):
+    with pytest.raises(ModelConfigError, match=message):
         model_config_from_text(text, Path("m/config.pbtxt"))
 
 

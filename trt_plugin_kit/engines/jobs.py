@@ -21,7 +21,7 @@ from trt_plugin_kit.engines.errors import UsageError
 from trt_plugin_kit.engines.precision import PrecisionRecipe, choose_recipe
 from trt_plugin_kit.interface import FLAVOURS, L2NORM
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
-from trt_plugin_kit.triton_config import ModelConfig, TextProtoError, load_model_config
+from trt_plugin_kit.triton_config import ModelConfig, ModelConfigError, load_model_config
 
 PLAN_FILE_NAME = "model.plan"  # what Triton's TensorRT backend loads from <model>/<version>/
 
@@ -61,7 +61,7 @@ def make_build_jobs(args: argparse.Namespace, trt_major: int) -> list[BuildJob]:
         config_path = args.model_repository / model / "config.pbtxt"
         try:
             config = load_model_config(config_path)
-        except (FileNotFoundError, TextProtoError) as error:
+        except (FileNotFoundError, ModelConfigError) as error:
             raise UsageError(str(error)) from error
         if not config.is_tensorrt:
             raise UsageError(
