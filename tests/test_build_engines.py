@@ -130,6 +130,9 @@ def test_argument_parsing():
         (["--opt-batch", "0"], "positive"),
         (["--network-api", "--model", "mnist"], "implemented for l2norm"),
         (["--network-api", "--flavour", "native"], "plugin flavour only"),
+        (["--tensorrt-rtx", "--flavour", "plugin"], "native flavour only: TensorRT-RTX's ONNX parser aborts"),
+        (["--tensorrt-rtx", "--flavour", "both"], "no add_plugin_v3"),
+        (["--tensorrt-rtx", "--verify"], "not verified here"),
     ],
 )
 def test_bad_arguments_exit_2(arguments, message, capsys):
