@@ -311,3 +311,17 @@ def test_the_network_tensorrt_rtx_parses_is_checked_against_config_pbtxt(api, tm
     mnist.profile = {name: (low, opt, (half, *high[1:])) for name, (low, opt, high) in mnist.profile.items()}
     with pytest.raises(BuildFailure, match=rf"batch range 1..{half} does not cover 1..max_batch_size="):
         configure_builder(api, trt.Builder(logger), mnist, workspace_mib=64)
+
+
+def test_dry_run_with_tensorrt_rtx_lists_strongly_typed_native_jobs(api, tmp_path):
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "build_engines.py"), "--dry-run", "--tensorrt-rtx",
+         "--precision", "fp16", "--engine-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, explain(result)
+    assert f"build jobs for TensorRT-RTX {api.version}" in result.stdout
+    assert result.stdout.count("network        strongly typed, builder flags none") == len(MODELS)
+    assert "FP16" not in result.stdout.replace("FP16 graph", "")  # no FP16 builder flag in TensorRT-RTX
+    for model in MODELS:
+        assert str(tmp_path / f"{model}_native_fp16.plan") in result.stdout

@@ -36,7 +36,9 @@ from trt_plugin_kit.engines.verify import verify
 from trt_plugin_kit.interface import (
     BUILD_DIR,
     FLAVOURS,
+    MNIST,
     MODEL_REPOSITORY,
+    ONNX_DIR,
     PLUGIN_LIBRARY_NAME,
     PRECISIONS,
     SAMPLES_DIR,
@@ -100,7 +102,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--model-repository", type=Path, default=MODEL_REPOSITORY)
     parser.add_argument(
-        "--onnx-dir", type=Path, default=export.ONNX_DIR, help="where <model>_<flavour>.onnx are"
+        "--onnx-dir", type=Path, default=ONNX_DIR, help="where <model>_<flavour>.onnx are"
     )
     parser.add_argument("--int8-scales", type=Path, default=export.INT8_SCALES_PATH)
     parser.add_argument(
@@ -158,7 +160,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.engine_dir = (
             DEFAULT_ENGINE_DIR / tensorrt_api.TENSORRT_RTX if args.tensorrt_rtx else DEFAULT_ENGINE_DIR
         )
-    if args.network_api and args.model == "mnist":
+    if args.network_api and args.model == MNIST:
         parser.error("--network-api is implemented for l2norm (use --model l2norm or --model all)")
     if args.network_api and args.flavour != "plugin":
         parser.error("--network-api builds the plugin flavour only")
