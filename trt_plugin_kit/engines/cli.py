@@ -101,9 +101,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "{path: [layer names]}; relative paths are relative to the file",
     )
     parser.add_argument("--model-repository", type=Path, default=MODEL_REPOSITORY)
-    parser.add_argument(
-        "--onnx-dir", type=Path, default=ONNX_DIR, help="where <model>_<flavour>.onnx are"
-    )
+    parser.add_argument("--onnx-dir", type=Path, default=ONNX_DIR, help="where <model>_<flavour>.onnx are")
     parser.add_argument("--int8-scales", type=Path, default=export.INT8_SCALES_PATH)
     parser.add_argument(
         "--engine-dir",
