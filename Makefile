@@ -16,18 +16,26 @@ TRT_VERSIONS ?= 10.13.3 11.1
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help venv plugins harness-check pytest test compose-test lint format docs serve loadtest clean
+.PHONY: help venv test-venv plugins harness-check pytest test compose-test lint format docs serve loadtest clean
 
 help:
 	@echo "make serve | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
+# Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extra
+# ('.[rtx]': TensorRT for RTX, about 240 MB) on top of it.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,rtx]'
+	touch $@
+
 venv: $(VENV)/.installed
+
+test-venv: $(VENV)/.installed-test
 
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
 # plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
@@ -50,7 +58,7 @@ harness-check: plugins
 	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
 	done
 
-pytest: venv
+pytest: test-venv
 	$(PY) -m pytest -q
 
 # The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.
