@@ -116,7 +116,7 @@ def tritonserver_args(
     model_repository: str, http_port: int, grpc_port: int, metrics_port: int, http_address: str
 ) -> list[str]:
     """tritonserver's command line in a pod. The image's entrypoint adds the admin-key restriction flags
-    (docker/triton_entrypoint.sh: the key from $TRITON_ADMIN_KEY, or a random one nobody knows)."""
+    (docker/triton_entrypoint.sh: the key from $TRITON_ADMIN_KEY, else one no client can send)."""
     return [
         "tritonserver",
         f"--model-repository={model_repository}",
