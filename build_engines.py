@@ -51,7 +51,7 @@ import numpy as np
 REPO_ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(REPO_ROOT))  # trt_plugin_kit, also when run from elsewhere or without `pip install`
 
-from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION, export, mnist  # noqa: E402
+from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION, cli_options, export, mnist  # noqa: E402
 from trt_plugin_kit.interface import (  # noqa: E402
     FLAVOURS,
     MODEL_REPOSITORY,
@@ -156,9 +156,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "add_plugin_v3) instead of parsing ONNX",
     )
     parser.add_argument("--verify", action="store_true", help="run and check each engine after building it")
-    parser.add_argument(
-        "--mnist-dir", type=Path, default=mnist.DEFAULT_DATA_DIR, help="MNIST dev data (--verify)"
-    )
+    cli_options.add_mnist_dir_argument(parser, "for --verify")
     parser.add_argument(
         "--samples-dir", type=Path, default=DEFAULT_SAMPLES_DIR, help="0.png .. 9.png (--verify)"
     )
