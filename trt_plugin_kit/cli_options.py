@@ -283,11 +283,16 @@ def endpoint_from_args(args: argparse.Namespace, default_protocol: str = "grpc")
 
 # ------------------------------------------------------------------------------------------- the options
 def add_server_location_arguments(
-    parser: argparse.ArgumentParser | argparse._ArgumentGroup, *, metrics: bool = False, bind: bool = False
+    parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+    *,
+    metrics: bool = False,
+    bind: bool = False,
+    host: bool = True,
 ) -> Any:
     """--host, --http-port, --grpc-port (and --metrics-port) with their TRITON_* variables.
 
-    `bind`: the options say where a server listens (serve.py) rather than where a client connects."""
+    `bind`: the options say where a server listens (serve.py) rather than where a client connects.
+    `host=False`: leave --host out (Locust has its own --host, which the locustfile reads)."""
     group = (
         parser.add_argument_group("server location")
         if isinstance(parser, argparse.ArgumentParser)
@@ -296,13 +301,14 @@ def add_server_location_arguments(
     host_help = (
         "address to bind (0.0.0.0: all interfaces)" if bind else "host name or address of the Triton server"
     )
-    group.add_argument(
-        "--host",
-        type=converter(host_name),
-        default=env_default(HOST_ENV, DEFAULT_HOST),
-        metavar="HOST",
-        help=f"{host_help} (default: {DEFAULT_HOST}; ${HOST_ENV})",
-    )
+    if host:
+        group.add_argument(
+            "--host",
+            type=converter(host_name),
+            default=env_default(HOST_ENV, DEFAULT_HOST),
+            metavar="HOST",
+            help=f"{host_help} (default: {DEFAULT_HOST}; ${HOST_ENV})",
+        )
     ports = [("http", HTTP_PORT_ENV, DEFAULT_HTTP_PORT), ("grpc", GRPC_PORT_ENV, DEFAULT_GRPC_PORT)]
     if metrics:
         ports.append(("metrics", METRICS_PORT_ENV, DEFAULT_METRICS_PORT))
