@@ -126,3 +126,42 @@ def test_soak_reports_an_unreachable_server_as_unable_to_run(tmp_path):
     )
     assert result.returncode == 2, result.stdout + result.stderr
     assert "soak: cannot run: no ready Triton server at HTTP 127.0.0.1:9 / gRPC 127.0.0.1:9" in result.stderr
+
+
+def test_a_refused_ensemble_request_counts_once_not_twice(triton_server):
+    """Issue 18, item 10: Triton's statistics count a request refused inside mnist_pipeline twice (the
+    ensemble and its step) and the step's refusal as its success; the soak's counts say 3 failures for 3."""
+    import numpy as np
+
+    from loadtests import soak_report
+    from trt_plugin_kit.cli_options import ServerLocation
+    from trt_plugin_kit.triton_protocol import Connection
+
+    location = ServerLocation("127.0.0.1", triton_server.ports.http, triton_server.ports.grpc)
+    png = (REPO_ROOT / "samples" / "digits" / "7.png").read_bytes()
+    before = soak_report.triton_request_counts(location)
+    refused = answered = 0
+    for protocol in ("http", "grpc", "http"):
+        connection = Connection(protocol, location.address(protocol), 30)
+        try:
+            connection.infer("mnist_pipeline", {"image_bytes": np.array([[b"no image"]], dtype=object)})
+        except Exception as error:  # noqa: BLE001 - the refusal is the point
+            assert "PNG or JPEG" in str(error)
+            refused += 1
+        connection.infer(
+            "mnist_pipeline", {"image_bytes": np.array([[png]], dtype=object)}, ["probabilities"]
+        )
+        answered += 1
+        connection.close()
+    delta = soak_report.count_delta(before, soak_report.triton_request_counts(location))
+    assert delta["mnist_pipeline"] == {"success": answered, "fail": 2 * refused}  # Triton's double count
+    assert delta["mnist_preprocess"] == {"success": answered + refused, "fail": 0}  # an error as a success
+    by_request = [
+        {"protocol": "http", "request": "mnist_pipeline", "ok": answered, "failed": 0},
+        {"protocol": "http", "request": "bad: not an image", "ok": refused, "failed": 0, "accepted": 0},
+    ]
+    counts = soak_report.requests_by_model(
+        by_request, {"not an image": "mnist_pipeline"}, delta, soak_report.ensemble_models(location)
+    )["mnist_pipeline"]
+    assert counts["failed"] == counts["triton_failed_requests"] == refused == 3
+    assert counts["answered"] == counts["triton_success"] == answered
