@@ -9,6 +9,8 @@ as an error), and a clear `ImageRejected` message for empty, corrupt or digit-le
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import warnings
 
@@ -25,6 +27,30 @@ MAX_IMAGE_PIXELS = 25_000_000
 
 class ImageRejected(ValueError):
     """The bytes are not an acceptable digit image; the message says why."""
+
+
+# What a PNG or a JPEG starts with.
+_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
+BINARY_EXTENSION = "the binary tensor extension (curl example: model_repository/README.md)"
+
+
+def _transport_hint(data: bytes) -> str:
+    """Why image bytes may have arrived mangled: sent inside JSON as a string (JSON strings are UTF-8 text:
+    each byte above 0x7F became two) or base64-encoded. Over HTTP, images go with the binary extension."""
+    try:
+        if data.decode("utf-8").encode("latin-1").startswith(_SIGNATURES):
+            return (
+                ": these are image bytes that went through a text string (JSON strings are UTF-8, so every "
+                f"byte above 0x7F became two); send images over HTTP with {BINARY_EXTENSION}"
+            )
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        pass
+    try:
+        if base64.b64decode(data[:64], validate=False).startswith(_SIGNATURES):
+            return f": this is base64 text; send the image's own bytes, over HTTP with {BINARY_EXTENSION}"
+    except (ValueError, binascii.Error):
+        pass
+    return f"; over HTTP, images go with {BINARY_EXTENSION}, as JSON strings they arrive mangled"
 
 
 def decode_digit(
@@ -73,6 +99,6 @@ def load_image(
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
         raise ImageRejected(f"image rejected as a decompression bomb: {error}") from error
     except UnidentifiedImageError as error:
-        raise ImageRejected(f"not a {' or '.join(ACCEPTED_FORMATS)} image") from error
+        raise ImageRejected(f"not a {' or '.join(ACCEPTED_FORMATS)} image{_transport_hint(data)}") from error
     except (OSError, SyntaxError, ValueError, EOFError) as error:  # Pillow's ways of reporting corrupt data
         raise ImageRejected(f"corrupt {description} data: {error}") from error
