@@ -7,5 +7,6 @@ COPY pyproject.toml README.md ./
 COPY trt_plugin_kit trt_plugin_kit
 COPY clients clients
 COPY loadtests loadtests
+COPY samples/digits samples/digits
 RUN python -m pip install ".[load]"
 ENTRYPOINT ["python", "-m", "loadtests"]
