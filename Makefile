@@ -92,7 +92,7 @@ format: venv
 	clang-format -i $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
 
 serve: venv
-	$(PY) scripts/serve.py $(SERVE_ARGS)
+	$(PY) -m trt_plugin_kit.serve $(SERVE_ARGS)
 
 loadtest: venv
 	$(PY) -m loadtests $(LOADTEST_ARGS)

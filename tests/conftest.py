@@ -9,13 +9,15 @@ on free ports of 127.0.0.1. The object it yields has
     metrics_url  "http://127.0.0.1:PORT/metrics"    (Prometheus text format)
     log_file     path of the server's log (handy in assertion messages)
 
-and is a trt_plugin_kit.serving.TritonServer (`is_running()`, `log_tail()`). The server stops at the end of
+and is a trt_plugin_kit.serving.TritonServer (`is_running()`, `log_tail()`, `admin_key`: a random key the
+tests know, as an operator who set TRITON_ADMIN_KEY would). The server stops at the end of
 the session, also when tests fail. Set TRITON_TEST_MODEL_REPOSITORY to serve another model repository.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import pytest
@@ -39,6 +41,9 @@ def triton_server(tmp_path_factory):
             model_repository=model_repository,
             log_file=log_dir / f"tritonserver-{attempt}.log",
             exit_timeout_s=3,  # do not wait long for test clients' idle keep-alive connections
+            # The tests play the operator who configured a key (TRITON_ADMIN_KEY); without one the admin
+            # APIs are closed to everybody (test_serving_hardening.py checks that on its own server).
+            admin_key=os.environ.get("TRITON_ADMIN_KEY") or secrets.token_urlsafe(32),
         )
         try:
             server.start()

@@ -16,12 +16,10 @@ directly (see tests/conftest.py).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -30,11 +28,12 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
     ADMIN_HEADER,
+    ADMIN_KEY_ENV,
     BUILD_DIR,
     CPU_MODEL_CONFIG_NAME,
     DEFAULT_GRPC_PORT,
@@ -49,128 +48,60 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the servi
     TENSORRT_MODELS,
     VARIANTS,
 )
+from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the serving API in one import
+    HostProbe,
+    Ports,
+    ServingError,
+    _client_host,
+    choose_variant,
+    ensure_engines,
+    ensure_plugin_library,
+    free_port,
+    probe_host,
+    system_triton_python_path,
+)
 
-# Largest HTTP request body accepted, where the server supports --http-max-input-size (Triton >= 25.05).
-# Bigger than the per-image limit of mnist_preprocess (8 MiB) so that those get the model's own error.
+# Largest HTTP request body accepted: --http-max-input-size where Triton has it (>= 25.05), the HTTP guard
+# in front of older ones. Bigger than mnist_preprocess's per-image limit so that those get the model's error.
 HTTP_MAX_INPUT_BYTES = 32 * 1024 * 1024
-
-TENSORRT_RUNTIME_SONAMES = ("libnvinfer.so.11", "libnvinfer.so.10")
-TRITONSERVER_CANDIDATES = ("/opt/tritonserver/bin/tritonserver",)
-
-
-class ServingError(RuntimeError):
-    """A problem that stops the server from starting, with a message meant for the user."""
-
-
-# --------------------------------------------------------------------------------------------------------
-# Ports and endpoints
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that was free a moment ago (the server binds it right after)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
-
-
-def _client_host(bind_host: str) -> str:
-    """Where a local client connects to reach a server bound to `bind_host`."""
-    return "127.0.0.1" if bind_host in ("0.0.0.0", "", "::") else bind_host
-
-
-@dataclass(frozen=True)
-class Ports:
-    http: int = DEFAULT_HTTP_PORT
-    grpc: int = DEFAULT_GRPC_PORT
-    metrics: int = DEFAULT_METRICS_PORT
-
-    @classmethod
-    def free(cls, host: str = "127.0.0.1") -> Ports:
-        return cls(free_port(host), free_port(host), free_port(host))
+# First Triton release whose HTTP JSON path checks declared shapes before allocating (server PR #8676,
+# NGC 26.04). Older servers get the validating front of trt_plugin_kit.http_guard.
+HTTP_JSON_FIXED_VERSION = (2, 68, 0)
+# When no admin key is configured the restricted APIs are closed with a key no client can send: HTTP header
+# and gRPC metadata values cannot contain a line break. It shows in `ps` as what it is, not as a secret.
+CLOSED_ADMIN_KEY = "closed\n(no TRITON_ADMIN_KEY was set)"
+# Lines a CPU start always logs at level E: Triton's GPU-enabled core probes CUDA and finds no driver
+# (CudaBlockManager, and a CUDA stream for the ensemble). No flag turns the probes off; they are harmless.
+EXPECTED_CPU_ERROR_LINES = (
+    "CudaDriverHelper has not been initialized",
+    "unable to create stream for mnist_pipeline: CUDA driver version is insufficient",
+)
+# The hardening every deployment of this kit starts tritonserver with (make serve, compose, Kubernetes):
+# load exactly what the repository holds at start and never load/unload remotely, ready only when every
+# model is, stop on a model that fails to load, complete configurations only, no SageMaker/Vertex AI
+# endpoints. Deployment files take these from here (generated or checked by tests), never by copy.
+HARDENED_FLAGS = (
+    "--model-control-mode=none",
+    "--strict-readiness=true",
+    "--exit-on-error=true",
+    "--disable-auto-complete-config",
+    "--allow-metrics=true",
+    "--allow-sagemaker=false",
+    "--allow-vertex-ai=false",
+)
 
 
-# --------------------------------------------------------------------------------------------------------
-# Variant detection
+def restricted_api_flags(admin_key: str, help_text: str | None = None) -> list[str]:
+    """The flags that put the administrative APIs behind ADMIN_HEADER: admin_key (where Triton has them)."""
+    restriction = f"{','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={admin_key}"
+    flags = {"--http-restricted-api": restriction, "--grpc-restricted-protocol": restriction}
+    return [f"{flag}={value}" for flag, value in flags.items() if help_text is None or flag in help_text]
 
 
-@dataclass
-class HostProbe:
-    """What this host offers for the TensorRT variant; `missing` says why it cannot run, if it cannot."""
-
-    tritonserver: Path | None = None
-    gpus: list[str] = field(default_factory=list)
-    tensorrt_version: str | None = None
-    missing: list[str] = field(default_factory=list)
-
-    @property
-    def tensorrt_ready(self) -> bool:
-        return not self.missing
-
-
-def find_system_tritonserver() -> Path | None:
-    explicit = os.environ.get("TRITONSERVER_BIN")
-    if explicit:
-        return Path(explicit) if Path(explicit).is_file() else None
-    on_path = shutil.which("tritonserver")
-    # PyTriton's wheel puts no `tritonserver` on PATH, but guard against a wrapper that does.
-    if on_path and "pytriton" not in on_path:
-        return Path(on_path)
-    for candidate in TRITONSERVER_CANDIDATES:
-        if Path(candidate).is_file():
-            return Path(candidate)
-    return None
-
-
-def list_gpus() -> list[str]:
-    nvidia_smi = shutil.which("nvidia-smi")
-    if not nvidia_smi:
-        return []
-    try:
-        result = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line for line in result.stdout.splitlines() if line.startswith("GPU ")]
-
-
-def tensorrt_runtime_version() -> str | None:
-    """Version of the TensorRT runtime library the dynamic loader finds, e.g. '10.13.3', or None."""
-    for soname in TENSORRT_RUNTIME_SONAMES:
-        try:
-            library = ctypes.CDLL(soname)
-        except OSError:
-            continue
-        encoded = library.getInferLibVersion()  # major * 10000 + minor * 100 + patch
-        return f"{encoded // 10000}.{encoded // 100 % 100}.{encoded % 100}"
-    return None
-
-
-def probe_host() -> HostProbe:
-    probe = HostProbe(tritonserver=find_system_tritonserver(), gpus=list_gpus())
-    probe.tensorrt_version = tensorrt_runtime_version()
-    if not probe.gpus:
-        probe.missing.append("no NVIDIA GPU (nvidia-smi -L lists none)")
-    if probe.tensorrt_version is None:
-        probe.missing.append(f"no TensorRT runtime ({' / '.join(TENSORRT_RUNTIME_SONAMES)} not loadable)")
-    if probe.tritonserver is None:
-        probe.missing.append("no system tritonserver (PATH, /opt/tritonserver/bin or $TRITONSERVER_BIN)")
-    return probe
-
-
-def choose_variant(requested: str, probe: HostProbe | None = None) -> tuple[str, str]:
-    """Resolve 'auto' | 'tensorrt' | 'cpu' to a variant and a one-line reason."""
-    if requested not in ("auto", *VARIANTS):
-        raise ServingError(f"unknown variant {requested!r}; choose auto, tensorrt or cpu")
-    if requested == "cpu":
-        return "cpu", "requested"
-    probe = probe or probe_host()
-    if probe.tensorrt_ready:
-        return (
-            "tensorrt",
-            f"{len(probe.gpus)} GPU(s), TensorRT {probe.tensorrt_version}, {probe.tritonserver}",
-        )
-    if requested == "tensorrt":
-        raise ServingError("the TensorRT variant cannot run here: " + "; ".join(probe.missing))
-    return "cpu", "TensorRT variant unavailable: " + "; ".join(probe.missing)
+# Prefix of the Python backend's shared-memory regions in /dev/shm; a per-server suffix lets us remove
+# exactly what one server left behind when it died.
+SHM_PREFIX = "trt_plugin_kit_"
+SHM_DIR = Path("/dev/shm")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -261,83 +192,6 @@ def cpu_environment(distribution: PyTritonDistribution, base: dict[str, str]) ->
 
 
 # --------------------------------------------------------------------------------------------------------
-# TensorRT variant: plugin library and engines
-
-
-def system_triton_python_path(existing: str | None) -> list[str]:
-    """PYTHONPATH for the Python backend (mnist_preprocess) of a system tritonserver.
-
-    Its stub embeds the system Python (/usr, e.g. inside NVIDIA's container). The model needs this repository
-    (trt_plugin_kit) and Pillow; when this virtual environment was made from that same Python, its packages
-    are binary-compatible and are added too. Otherwise Pillow must be installed for the system Python.
-    """
-    paths = [str(REPO_ROOT)]
-    if Path(sys.base_prefix) == Path("/usr") and sys.prefix != sys.base_prefix:
-        paths += [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
-    if existing:
-        paths.append(existing)
-    return list(dict.fromkeys(paths))
-
-
-def find_tensorrt_headers() -> Path | None:
-    candidates = [os.environ.get("TENSORRT_INCLUDE_DIR", "")]
-    if os.environ.get("TENSORRT_ROOT"):
-        candidates.append(str(Path(os.environ["TENSORRT_ROOT"]) / "include"))
-    candidates += ["/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu", "/usr/include"]
-    for candidate in candidates:
-        if candidate and (Path(candidate) / "NvInfer.h").is_file():
-            return Path(candidate)
-    return None
-
-
-def ensure_plugin_library(tensorrt_version: str, explicit: Path | None = None) -> Path:
-    """The plugin library for the TensorRT runtime on this host, compiled with CMake if missing."""
-    if explicit is not None:
-        if not explicit.is_file():
-            raise ServingError(f"plugin library {explicit} does not exist")
-        return explicit.resolve()
-    build_dir = BUILD_DIR / f"trt-{tensorrt_version}"
-    library = build_dir / PLUGIN_LIBRARY_NAME
-    if library.is_file():
-        return library
-    headers = find_tensorrt_headers()
-    if headers is None or shutil.which("cmake") is None:
-        raise ServingError(
-            f"{library} is missing and cannot be built here (need cmake and TensorRT headers, NvInfer.h; set "
-            "TENSORRT_INCLUDE_DIR). Build it with `make plugins` or pass --plugin-library."
-        )
-    print(f"Building {PLUGIN_LIBRARY_NAME} against TensorRT {tensorrt_version} headers in {headers} ...")
-    subprocess.run(
-        ["cmake", "-S", str(REPO_ROOT / "plugins"), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
-         f"-DTENSORRT_INCLUDE_DIR={headers}"],
-        check=True,
-    )  # fmt: skip
-    subprocess.run(["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2)], check=True)
-    if not library.is_file():
-        raise ServingError(f"the CMake build finished but {library} was not produced")
-    return library
-
-
-def ensure_engines(model_repository: Path, plugin_library: Path) -> None:
-    """Build the TensorRT engines (1/model.plan) that are missing, with build_engines.py."""
-    missing = [
-        name for name in TENSORRT_MODELS if not (model_repository / name / "1" / "model.plan").is_file()
-    ]
-    if not missing:
-        return
-    print(f"Building TensorRT engines for {', '.join(missing)} with build_engines.py ...")
-    command = [sys.executable, str(REPO_ROOT / "build_engines.py"), "--plugin-library", str(plugin_library)]
-    if subprocess.run(command, check=False).returncode != 0:
-        raise ServingError(
-            "build_engines.py failed (it needs the TensorRT Python package of the runtime version); see the "
-            "output above. On a GPU host, `docker compose up` builds them in NVIDIA's TensorRT container."
-        )
-    still_missing = [n for n in TENSORRT_MODELS if not (model_repository / n / "1" / "model.plan").is_file()]
-    if still_missing:
-        raise ServingError(f"build_engines.py did not write engines for {', '.join(still_missing)}")
-
-
-# --------------------------------------------------------------------------------------------------------
 # The server process
 
 
@@ -375,6 +229,7 @@ class TritonServer:
         admin_key: str | None = None,
         exit_timeout_s: int = 15,
         extra_args: Sequence[str] = (),
+        http_guard: str = "auto",
     ):
         if variant not in VARIANTS:
             raise ServingError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
@@ -385,8 +240,14 @@ class TritonServer:
         self.log_file = log_file
         self.log_verbose = log_verbose
         self.plugin_library = plugin_library
-        # Without a known key the restricted APIs are simply closed.
-        self.admin_key = admin_key or os.environ.get("TRITON_ADMIN_KEY") or secrets.token_urlsafe(32)
+        # Without a configured key the restricted APIs are closed to everyone (see CLOSED_ADMIN_KEY).
+        self.admin_key = admin_key or os.environ.get(ADMIN_KEY_ENV) or CLOSED_ADMIN_KEY
+        if http_guard not in ("auto", "on", "off"):
+            raise ServingError(f"http_guard must be auto, on or off, not {http_guard!r}")
+        self.http_guard = http_guard
+        self.guard_process: subprocess.Popen | None = None
+        self._triton_http_port = self.ports.http  # Triton's own HTTP port: private when the guard runs
+        self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(4)}_"
         # How long Triton waits at shutdown for in-flight requests and open client connections.
         self.exit_timeout_s = exit_timeout_s
         self.extra_args = list(extra_args)
@@ -437,25 +298,60 @@ class TritonServer:
         self._workdir = Path(tempfile.mkdtemp(prefix="trt_plugin_kit_triton_"))
         try:
             binary, env, variant_args = self._prepare_variant()
+            if self.needs_http_guard(binary):
+                self._triton_http_port = free_port("127.0.0.1")
             self.command = [str(binary), *self._common_args(supported_options(binary, env)), *variant_args]
             self.command += self.extra_args
             if self.log_file is not None:
                 self.log_file.parent.mkdir(parents=True, exist_ok=True)
                 self._log_handle = open(self.log_file, "ab")  # noqa: SIM115 - closed in stop()
-            # Own session: a Ctrl-C in the terminal reaches only the launcher, which then shuts the server
-            # (and its Python backend stubs, same process group) down in order.
-            self.process = subprocess.Popen(
-                self.command,
-                env=env,
-                cwd=self._workdir,
-                stdin=subprocess.DEVNULL,
-                stdout=self._log_handle,
-                stderr=subprocess.STDOUT if self._log_handle else None,
-                start_new_session=True,
-            )
+            self.process = self._spawn(self.command, env)
+            if self.guarded:
+                self._start_http_guard()
         except BaseException:
             self.stop()
             raise
+
+    @property
+    def guarded(self) -> bool:
+        """Whether the public HTTP port is the validating front (trt_plugin_kit.http_guard)."""
+        return self._triton_http_port != self.ports.http
+
+    def needs_http_guard(self, binary: Path) -> bool:
+        if self.http_guard != "auto":
+            return self.http_guard == "on"
+        version = triton_version(binary)
+        return version is None or version < HTTP_JSON_FIXED_VERSION
+
+    def _start_http_guard(self) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "trt_plugin_kit.http_guard",
+            f"--listen={self.host}:{self.ports.http}",
+            f"--upstream=127.0.0.1:{self._triton_http_port}",
+            f"--max-input-bytes={HTTP_MAX_INPUT_BYTES}",
+        ]
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        )
+        self.guard_process = self._spawn(command, env)
+
+    def _spawn(self, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        # Own session: a Ctrl-C in the terminal reaches only the launcher, which then shuts the server
+        # (and its Python backend stubs, same process group) down in order. umask 077: files the server
+        # creates (logs, traces) are the owner's only.
+        return subprocess.Popen(
+            command,
+            env=env,
+            cwd=self._workdir,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_handle,
+            stderr=subprocess.STDOUT if self._log_handle else None,
+            start_new_session=True,
+            umask=0o077,
+        )
 
     def _prepare_variant(self) -> tuple[Path, dict[str, str], list[str]]:
         env = dict(os.environ)
@@ -488,34 +384,41 @@ class TritonServer:
     def _common_args(self, help_text: str) -> list[str]:
         args = [
             f"--model-repository={self.model_repository}",
-            # Hardened defaults: load exactly what the repository holds at start, never load/unload remotely.
-            "--model-control-mode=none",
-            "--strict-readiness=true",
-            "--exit-on-error=true",
-            "--disable-auto-complete-config",
-            f"--http-address={self.host}",
-            f"--http-port={self.ports.http}",
+            *HARDENED_FLAGS,
+            # Behind the HTTP guard Triton's own HTTP port is private to this machine.
+            f"--http-address={'127.0.0.1' if self.guarded else self.host}",
+            f"--http-port={self._triton_http_port}",
             f"--grpc-address={self.host}",
             f"--grpc-port={self.ports.grpc}",
-            "--allow-metrics=true",
             f"--metrics-address={self.host}",
             f"--metrics-port={self.ports.metrics}",
-            "--allow-sagemaker=false",
-            "--allow-vertex-ai=false",
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
+            f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
-        restriction = f"{','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={self.admin_key}"
-        if "--http-restricted-api" in help_text:
-            args.append(f"--http-restricted-api={restriction}")
-        if "--grpc-restricted-protocol" in help_text:
-            args.append(f"--grpc-restricted-protocol={restriction}")
+        args += restricted_api_flags(self.admin_key, help_text)
         if "--http-max-input-size" in help_text:
             args.append(f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}")
         return args
 
     def is_running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        guard_alive = self.guard_process is None or self.guard_process.poll() is None
+        return self.process is not None and self.process.poll() is None and guard_alive
+
+    def exit_reason(self) -> str | None:
+        """None while everything runs; else which process ended and how (signal names spelt out)."""
+        for name, process in (("tritonserver", self.process), ("the HTTP guard", self.guard_process)):
+            if process is not None and process.poll() is not None:
+                return f"{name} {describe_returncode(process.returncode)}"
+        return None
+
+    def wait_for_exit(self, poll_s: float = 0.5) -> str:
+        """Block until tritonserver or the HTTP guard ends by itself; returns :meth:`exit_reason`."""
+        while True:
+            reason = self.exit_reason()
+            if reason is not None:
+                return reason
+            time.sleep(poll_s)
 
     def log_tail(self, lines: int = 60) -> str:
         if self.log_file is None or not self.log_file.is_file():
@@ -529,14 +432,15 @@ class TritonServer:
         url = f"http://{self.http_url}/v2/health/ready"
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise ServingError(
-                    f"tritonserver exited with code {self.process.returncode} before it was ready. "
-                    f"Last lines of its log:\n{self.log_tail()}"
-                )
+            reason = self.exit_reason()
+            if reason is not None:
+                raise ServingError(f"{reason} before it was ready. Last lines of its log:\n{self.log_tail()}")
             with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError):
                 with urllib.request.urlopen(url, timeout=2) as response:
                     if response.status == 200:
+                        # The Python backend creates its regions while models load, mode 0644 whatever the
+                        # umask (Boost.Interprocess sets it): make tensors in transit the owner's only.
+                        restrict_shared_memory(self.shm_prefix)
                         return
             time.sleep(0.25)
         raise ServingError(
@@ -544,23 +448,74 @@ class TritonServer:
         )
 
     def stop(self) -> None:
-        """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs."""
+        """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs.
+
+        Also removes the Python backend's shared-memory regions of this server, which a server that died
+        (or whose stubs were killed) leaves in /dev/shm.
+        """
+        guard, self.guard_process = self.guard_process, None
+        if guard is not None:
+            _terminate(guard, timeout_s=5)
         process, self.process = self.process, None
         if process is not None:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-                try:
-                    process.wait(timeout=self.exit_timeout_s + 15)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, signal.SIGKILL)
-                    process.wait()
+            _terminate(process, timeout_s=self.exit_timeout_s + 15)
             # Python backend stubs left behind by a crashed server share its process group.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(process.pid, signal.SIGKILL)
+        remove_shared_memory(self.shm_prefix)
         if self._log_handle is not None:
             self._log_handle.close()
             self._log_handle = None
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+        self._triton_http_port = self.ports.http
+
+
+def _terminate(process: subprocess.Popen, timeout_s: float) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def describe_returncode(returncode: int) -> str:
+    """'exited with code 1' or 'was killed by signal 6 (SIGABRT)', from a Popen returncode."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = "unknown signal"
+        return f"was killed by signal {-returncode} ({name})"
+    return f"exited with code {returncode}"
+
+
+def remove_shared_memory(prefix: str, shm_dir: Path = SHM_DIR) -> list[str]:
+    """Delete the shared-memory regions whose names start with ``prefix``; returns their names."""
+    removed = []
+    for region in shm_dir.glob(prefix + "*"):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            region.unlink()
+            removed.append(region.name)
+    return removed
+
+
+def restrict_shared_memory(prefix: str, shm_dir: Path = SHM_DIR) -> None:
+    """chmod 0600 the shared-memory regions whose names start with ``prefix``."""
+    for region in shm_dir.glob(prefix + "*"):
+        with contextlib.suppress(FileNotFoundError, PermissionError):
+            region.chmod(0o600)
+
+
+def triton_version(tritonserver: Path) -> tuple[int, ...] | None:
+    """Triton's release as a tuple, from the TRITON_VERSION file NVIDIA's images keep beside bin/, or None."""
+    version_file = Path(tritonserver).resolve().parent.parent / "TRITON_VERSION"
+    try:
+        text = version_file.read_text().strip()
+        return tuple(int(part) for part in text.split(".")[:3])
+    except (OSError, ValueError):
+        return None

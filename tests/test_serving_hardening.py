@@ -1,0 +1,250 @@
+"""Serving hardening against the real tritonserver: requests that used to kill it, supervision, local leaks.
+
+Each test here failed on the code before the hardening work (the HTTP guard, the supervisor in
+trt_plugin_kit/serve.py, the per-server shared-memory prefix, the closed admin key) and passes after.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import queue
+import re
+import stat
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.http as httpclient
+
+from trt_plugin_kit import http_guard
+from trt_plugin_kit.serving import (
+    CLOSED_ADMIN_KEY,
+    EXPECTED_CPU_ERROR_LINES,
+    SHM_DIR,
+    SHM_PREFIX,
+    Ports,
+    TritonServer,
+)
+
+# Declared shapes that aborted Triton 2.51 (std::length_error / std::bad_alloc) or made it allocate
+# gigabytes from a body of under 100 bytes, before the HTTP guard.
+KILLER_SHAPES = [
+    ("mnist", "image", [9223372036854775807, 1, 28, 28]),
+    ("mnist", "image", [2**40, 1, 28, 28]),
+    ("l2norm", "vector", [1, 2**61]),
+    ("l2norm", "vector", [2**32, 4]),
+    ("mnist", "image", [1000000, 1, 28, 28]),  # 3.1 GB from 94 bytes
+    ("l2norm", "vector", [1, 4294967296]),
+]
+
+
+def post(url: str, body: bytes, headers: dict | None = None, timeout: float = 10) -> tuple[int, dict]:
+    request = urllib.request.Request(url, data=body, headers=headers or {}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def infer_l2norm(http_url: str) -> np.ndarray:
+    client = httpclient.InferenceServerClient(url=http_url)
+    try:
+        tensor = httpclient.InferInput("vector", [1, 2], "FP32")
+        tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
+        return client.infer("l2norm", [tensor]).as_numpy("normalized")
+    finally:
+        client.close()
+
+
+# ---------------------------------------------------------------------------- item 1: the HTTP guard
+
+
+@pytest.mark.parametrize(("model", "tensor", "shape"), KILLER_SHAPES, ids=[str(s[2]) for s in KILLER_SHAPES])
+def test_a_declared_shape_cannot_kill_or_bloat_the_server(triton_server, model, tensor, shape):
+    body = json.dumps({"inputs": [{"name": tensor, "shape": shape, "datatype": "FP32", "data": [0]}]})
+    assert len(body) < 120
+    started = time.monotonic()
+    status, answer = post(f"http://{triton_server.http_url}/v2/models/{model}/infer", body.encode())
+    assert status in (400, 413), answer
+    assert f"input '{tensor}'" in answer["error"] and "shape" in answer["error"], answer
+    assert time.monotonic() - started < 2.0
+    assert triton_server.is_running(), triton_server.log_tail()
+    np.testing.assert_allclose(infer_l2norm(triton_server.http_url), [[0.6, 0.8]])
+
+
+def test_the_guard_refuses_what_triton_would_mis_size_and_passes_everything_else(triton_server):
+    url = f"http://{triton_server.http_url}/v2/models/l2norm/infer"
+
+    def request(shape, data, datatype="FP32"):
+        return json.dumps(
+            {"inputs": [{"name": "vector", "shape": shape, "datatype": datatype, "data": data}]}
+        )
+
+    status, answer = post(url, request([1, 3], [1, 2]).encode())
+    assert status == 400 and "declares 3 elements but 'data' holds 2" in answer["error"]
+    status, answer = post(url, request([1, -3], [1, 2, 3]).encode())
+    assert status == 400 and "non-negative integers" in answer["error"]
+    status, answer = post(url, request([1, 3], [1, 2, 3], datatype="FP128").encode())
+    assert status == 400 and "unknown datatype" in answer["error"]
+    status, answer = post(url, b"{not json")
+    assert status == 400 and "not valid JSON" in answer["error"]
+    # A gzip bomb: 40 MiB of zeros in ~40 KB, refused while inflating, never forwarded.
+    bomb = gzip.compress(b"0" * (40 * 1024 * 1024))
+    status, answer = post(url, bomb, {"Content-Encoding": "gzip"})
+    assert (
+        status == 413
+        and "request body is too large: this server accepts at most 33554432 bytes" in answer["error"]
+    )
+    # Legitimate requests, plain and compressed, still work (tritonclient compresses with gzip on request).
+    status, answer = post(url, request([1, 2], [3, 4]).encode())
+    assert status == 200 and answer["outputs"][0]["data"] == pytest.approx([0.6, 0.8])
+    client = httpclient.InferenceServerClient(url=triton_server.http_url)
+    tensor = httpclient.InferInput("vector", [1, 2], "FP32")
+    tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32), binary_data=False)
+    result = client.infer("l2norm", [tensor], request_compression_algorithm="gzip")
+    np.testing.assert_allclose(result.as_numpy("normalized"), [[0.6, 0.8]])
+    client.close()
+    assert triton_server.is_running()
+
+
+def test_the_guard_counts_nested_data_like_triton():
+    assert http_guard.count_elements([[1, 2], [3, [4, 5]]]) == 5
+    assert http_guard.count_elements(7) == 1
+    with pytest.raises(http_guard.Refused, match="is 99 but the body has 10 bytes"):
+        http_guard.check_inference_request(b"0123456789", "99", 1024)
+
+
+class Supervised:
+    """`python -m trt_plugin_kit.serve` (what `make serve` runs) in a subprocess; a thread reads output."""
+
+    def __init__(self, tmp_path, ports: Ports, *extra: str):
+        command = [
+            sys.executable, "-m", "trt_plugin_kit.serve", "--variant", "cpu", "--host", "127.0.0.1",
+            "--http-port", str(ports.http), "--grpc-port", str(ports.grpc),
+            "--metrics-port", str(ports.metrics), "--log-file", str(tmp_path / "tritonserver.log"), *extra,
+        ]  # fmt: skip
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._collect, daemon=True).start()
+
+    def _collect(self) -> None:
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, marker: str, timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                line = self.lines.get(timeout=remaining)
+            except queue.Empty:
+                return False
+            if line is None:
+                return False
+            self.seen.append(line)
+            if marker in line:
+                return True
+        return False
+
+    def output(self) -> str:
+        return "".join(self.seen)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(2)  # SIGINT, as Ctrl-C
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def shm_regions(prefix: str = SHM_PREFIX) -> set[str]:
+    return {path.name for path in SHM_DIR.glob(prefix + "*")}
+
+
+def test_make_serve_restarts_a_server_that_one_request_killed(tmp_path):
+    """Without the guard (as on a tritonserver older than 2.68 with --http-guard off) one request aborts
+    Triton; the supervisor logs why, removes the dead server's /dev/shm regions, serves again in seconds."""
+    ports = Ports.free()
+    before = shm_regions()
+    served = Supervised(tmp_path, ports, "--http-guard", "off")
+    try:
+        assert served.wait_for("Stop with Ctrl-C.", 180), served.output()
+        first_regions = shm_regions() - before
+        assert first_regions, "the Python backend created no shared-memory region with our prefix"
+        shape = "[9223372036854775807,1,28,28]"
+        body = b'{"inputs":[{"name":"image","shape":%s,"datatype":"FP32","data":[0]}]}' % shape.encode()
+        killed_at = time.monotonic()
+        with pytest.raises((urllib.error.URLError, ConnectionError)):
+            post(f"http://127.0.0.1:{ports.http}/v2/models/mnist/infer", body)
+        assert served.wait_for("is serving again", 60), served.output()
+        back_after = time.monotonic() - killed_at
+        output = served.output()
+        assert "tritonserver was killed by signal 6 (SIGABRT)" in output
+        assert "restarting tritonserver in 1 s (restart 1)" in output
+        assert back_after < 30, f"came back after {back_after:.1f} s"
+        np.testing.assert_allclose(infer_l2norm(f"127.0.0.1:{ports.http}"), [[0.6, 0.8]])
+        assert not (first_regions & shm_regions()), "the dead server's /dev/shm regions were left behind"
+    finally:
+        served.stop()
+    assert not (shm_regions() - before), "regions left after a clean stop"
+
+
+# ------------------------------------------------------------- item 4: admin key and shared memory
+
+
+def test_tensors_in_transit_are_readable_by_the_server_owner_only(triton_server):
+    regions = list(SHM_DIR.glob(triton_server.shm_prefix + "*"))
+    assert regions, "no shared-memory region with this server's prefix"
+    for region in regions:
+        mode = stat.S_IMODE(region.stat().st_mode)
+        assert mode == 0o600, f"{region.name} has mode {oct(mode)}"
+
+
+def test_without_a_configured_key_the_admin_apis_are_closed_and_a_stop_leaves_no_shm(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRITON_ADMIN_KEY", raising=False)
+    server = TritonServer(
+        variant="cpu", ports=Ports.free(), log_file=tmp_path / "triton.log", exit_timeout_s=3
+    )
+    with server:
+        argument = next(arg for arg in server.command if arg.startswith("--http-restricted-api="))
+        visible_key = argument.split("=", 2)[2]  # what any local user reads with `ps -eo args`
+        assert visible_key == CLOSED_ADMIN_KEY and "\n" in visible_key
+        # The part before the line break is all a client could send: refused.
+        request = urllib.request.Request(
+            f"http://{server.http_url}/v2/repository/index",
+            data=b"{}",
+            headers={"triton-admin-key": visible_key.split("\n")[0]},
+            method="POST",
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=10)
+        assert refused.value.code == 403
+        # No client can send the whole value: header values cannot hold a line break.
+        with pytest.raises(ValueError):
+            request.add_header("triton-admin-key", visible_key)
+            urllib.request.urlopen(request, timeout=10)
+        assert shm_regions(server.shm_prefix)
+        np.testing.assert_allclose(infer_l2norm(server.http_url), [[0.6, 0.8]])
+    assert not shm_regions(server.shm_prefix)
+
+
+# ------------------------------------------------------------------ item 11: expected start-up lines
+
+
+def test_a_cpu_start_logs_only_the_documented_error_lines(triton_server):
+    log = triton_server.log_file.read_text(errors="replace")
+    error_lines = [line for line in log.splitlines() if re.match(r"E\d{4} ", line)]
+    unexpected = [
+        line for line in error_lines if not any(known in line for known in EXPECTED_CPU_ERROR_LINES)
+    ]
+    assert not unexpected, unexpected

@@ -1,0 +1,223 @@
+"""The host side of serving: ports, which variant this machine can run, and the TensorRT variant's inputs.
+
+Split out of :mod:`trt_plugin_kit.serving` (which re-exports these names): finding a system tritonserver,
+GPUs and the TensorRT runtime, and making sure the plugin library and the engines exist before Triton starts.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trt_plugin_kit.interface import (
+    BUILD_DIR,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_METRICS_PORT,
+    PLUGIN_LIBRARY_NAME,
+    REPO_ROOT,
+    TENSORRT_MODELS,
+    VARIANTS,
+)
+
+TENSORRT_RUNTIME_SONAMES = ("libnvinfer.so.11", "libnvinfer.so.10")
+TRITONSERVER_CANDIDATES = ("/opt/tritonserver/bin/tritonserver",)
+
+
+class ServingError(RuntimeError):
+    """A problem that stops the server from starting, with a message meant for the user."""
+
+
+# --------------------------------------------------------------------------------------------------------
+# Ports and endpoints
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago (the server binds it right after)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _client_host(bind_host: str) -> str:
+    """Where a local client connects to reach a server bound to `bind_host`."""
+    return "127.0.0.1" if bind_host in ("0.0.0.0", "", "::") else bind_host
+
+
+@dataclass(frozen=True)
+class Ports:
+    http: int = DEFAULT_HTTP_PORT
+    grpc: int = DEFAULT_GRPC_PORT
+    metrics: int = DEFAULT_METRICS_PORT
+
+    @classmethod
+    def free(cls, host: str = "127.0.0.1") -> Ports:
+        return cls(free_port(host), free_port(host), free_port(host))
+
+
+# --------------------------------------------------------------------------------------------------------
+# Variant detection
+
+
+@dataclass
+class HostProbe:
+    """What this host offers for the TensorRT variant; `missing` says why it cannot run, if it cannot."""
+
+    tritonserver: Path | None = None
+    gpus: list[str] = field(default_factory=list)
+    tensorrt_version: str | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def tensorrt_ready(self) -> bool:
+        return not self.missing
+
+
+def find_system_tritonserver() -> Path | None:
+    explicit = os.environ.get("TRITONSERVER_BIN")
+    if explicit:
+        return Path(explicit) if Path(explicit).is_file() else None
+    on_path = shutil.which("tritonserver")
+    # PyTriton's wheel puts no `tritonserver` on PATH, but guard against a wrapper that does.
+    if on_path and "pytriton" not in on_path:
+        return Path(on_path)
+    for candidate in TRITONSERVER_CANDIDATES:
+        if Path(candidate).is_file():
+            return Path(candidate)
+    return None
+
+
+def list_gpus() -> list[str]:
+    nvidia_smi = shutil.which("nvidia-smi")
+    if not nvidia_smi:
+        return []
+    try:
+        result = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line for line in result.stdout.splitlines() if line.startswith("GPU ")]
+
+
+def tensorrt_runtime_version() -> str | None:
+    """Version of the TensorRT runtime library the dynamic loader finds, e.g. '10.13.3', or None."""
+    for soname in TENSORRT_RUNTIME_SONAMES:
+        try:
+            library = ctypes.CDLL(soname)
+        except OSError:
+            continue
+        encoded = library.getInferLibVersion()  # major * 10000 + minor * 100 + patch
+        return f"{encoded // 10000}.{encoded // 100 % 100}.{encoded % 100}"
+    return None
+
+
+def probe_host() -> HostProbe:
+    probe = HostProbe(tritonserver=find_system_tritonserver(), gpus=list_gpus())
+    probe.tensorrt_version = tensorrt_runtime_version()
+    if not probe.gpus:
+        probe.missing.append("no NVIDIA GPU (nvidia-smi -L lists none)")
+    if probe.tensorrt_version is None:
+        probe.missing.append(f"no TensorRT runtime ({' / '.join(TENSORRT_RUNTIME_SONAMES)} not loadable)")
+    if probe.tritonserver is None:
+        probe.missing.append("no system tritonserver (PATH, /opt/tritonserver/bin or $TRITONSERVER_BIN)")
+    return probe
+
+
+def choose_variant(requested: str, probe: HostProbe | None = None) -> tuple[str, str]:
+    """Resolve 'auto' | 'tensorrt' | 'cpu' to a variant and a one-line reason."""
+    if requested not in ("auto", *VARIANTS):
+        raise ServingError(f"unknown variant {requested!r}; choose auto, tensorrt or cpu")
+    if requested == "cpu":
+        return "cpu", "requested"
+    probe = probe or probe_host()
+    if probe.tensorrt_ready:
+        return (
+            "tensorrt",
+            f"{len(probe.gpus)} GPU(s), TensorRT {probe.tensorrt_version}, {probe.tritonserver}",
+        )
+    if requested == "tensorrt":
+        raise ServingError("the TensorRT variant cannot run here: " + "; ".join(probe.missing))
+    return "cpu", "TensorRT variant unavailable: " + "; ".join(probe.missing)
+
+
+# --------------------------------------------------------------------------------------------------------
+# TensorRT variant: plugin library and engines
+
+
+def system_triton_python_path(existing: str | None) -> list[str]:
+    """PYTHONPATH for the Python backend (mnist_preprocess) of a system tritonserver.
+
+    Its stub embeds the system Python (/usr, e.g. inside NVIDIA's container). The model needs this repository
+    (trt_plugin_kit) and Pillow; when this virtual environment was made from that same Python, its packages
+    are binary-compatible and are added too. Otherwise Pillow must be installed for the system Python.
+    """
+    paths = [str(REPO_ROOT)]
+    if Path(sys.base_prefix) == Path("/usr") and sys.prefix != sys.base_prefix:
+        paths += [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]]
+    if existing:
+        paths.append(existing)
+    return list(dict.fromkeys(paths))
+
+
+def find_tensorrt_headers() -> Path | None:
+    candidates = [os.environ.get("TENSORRT_INCLUDE_DIR", "")]
+    if os.environ.get("TENSORRT_ROOT"):
+        candidates.append(str(Path(os.environ["TENSORRT_ROOT"]) / "include"))
+    candidates += ["/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu", "/usr/include"]
+    for candidate in candidates:
+        if candidate and (Path(candidate) / "NvInfer.h").is_file():
+            return Path(candidate)
+    return None
+
+
+def ensure_plugin_library(tensorrt_version: str, explicit: Path | None = None) -> Path:
+    """The plugin library for the TensorRT runtime on this host, compiled with CMake if missing."""
+    if explicit is not None:
+        if not explicit.is_file():
+            raise ServingError(f"plugin library {explicit} does not exist")
+        return explicit.resolve()
+    build_dir = BUILD_DIR / f"trt-{tensorrt_version}"
+    library = build_dir / PLUGIN_LIBRARY_NAME
+    if library.is_file():
+        return library
+    headers = find_tensorrt_headers()
+    if headers is None or shutil.which("cmake") is None:
+        raise ServingError(
+            f"{library} is missing and cannot be built here (need cmake and TensorRT headers, NvInfer.h; set "
+            "TENSORRT_INCLUDE_DIR). Build it with `make plugins` or pass --plugin-library."
+        )
+    print(f"Building {PLUGIN_LIBRARY_NAME} against TensorRT {tensorrt_version} headers in {headers} ...")
+    subprocess.run(
+        ["cmake", "-S", str(REPO_ROOT / "plugins"), "-B", str(build_dir), "-DCMAKE_BUILD_TYPE=Release",
+         f"-DTENSORRT_INCLUDE_DIR={headers}"],
+        check=True,
+    )  # fmt: skip
+    subprocess.run(["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2)], check=True)
+    if not library.is_file():
+        raise ServingError(f"the CMake build finished but {library} was not produced")
+    return library
+
+
+def ensure_engines(model_repository: Path, plugin_library: Path) -> None:
+    """Build the TensorRT engines (1/model.plan) that are missing, with build_engines.py."""
+    missing = [
+        name for name in TENSORRT_MODELS if not (model_repository / name / "1" / "model.plan").is_file()
+    ]
+    if not missing:
+        return
+    print(f"Building TensorRT engines for {', '.join(missing)} with build_engines.py ...")
+    command = [sys.executable, str(REPO_ROOT / "build_engines.py"), "--plugin-library", str(plugin_library)]
+    if subprocess.run(command, check=False).returncode != 0:
+        raise ServingError(
+            "build_engines.py failed (it needs the TensorRT Python package of the runtime version); see the "
+            "output above. On a GPU host, `docker compose up` builds them in NVIDIA's TensorRT container."
+        )
+    still_missing = [n for n in TENSORRT_MODELS if not (model_repository / n / "1" / "model.plan").is_file()]
+    if still_missing:
+        raise ServingError(f"build_engines.py did not write engines for {', '.join(still_missing)}")
