@@ -272,8 +272,8 @@ class TritonClient:
         return (
             f"{what}: Triton at {where} keeps this API for clients with its admin key ({message}). "
             f"Give the key the server was started with: --admin-key KEY or ${ADMIN_KEY_ENV}. A server from "
-            f"`make serve` started without ${ADMIN_KEY_ENV} has a random key nobody knows: restart it as "
-            f"`{ADMIN_KEY_ENV}=<secret> make serve` and give the clients the same {ADMIN_KEY_ENV}."
+            f"`make serve` started without ${ADMIN_KEY_ENV} keeps these APIs closed to every client: restart "
+            f"it as `{ADMIN_KEY_ENV}=<secret> make serve` and give the clients the same {ADMIN_KEY_ENV}."
         )
 
     async def _call(self, what: str, method: str, *args, retry: bool = True, **kwargs) -> Any:

@@ -41,6 +41,11 @@ def _copy_checkout(target: Path) -> None:
             (target / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, target / name)  # times kept: make's .venv stamp stays newer
     (target / ".venv").symlink_to(REPO_ROOT / ".venv")
+    # The shared .venv is this checkout's: make must not try to rebuild it through the link.
+    installed = REPO_ROOT / ".venv" / ".installed"
+    if installed.is_file():
+        stamp = installed.stat().st_mtime - 1
+        os.utime(target / "pyproject.toml", (stamp, stamp))
 
 
 @pytest.fixture(scope="module")
