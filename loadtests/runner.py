@@ -274,7 +274,8 @@ def wait_for_server(location: ServerLocation, models: list[str], timeout_s: floa
     try:
         metadata = wait_until_ready(location, models=models, timeout_s=timeout_s)
     except NotReady as error:
-        raise LoadTestError(f"{error}. Start one with `make serve`, or pass --start-server.") from None
+        hint = ". Start one with `make serve`, or pass --start-server." if error.waited_out else ""
+        raise LoadTestError(f"{error}{hint}") from None
     return metadata.get("version", "unknown")
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,26 @@ def test_connection_errors_count_as_failures(tmp_path):
     grpc_errors = [e["error"] for e in errors if e["name"].startswith("grpc ")]
     assert http_errors and all(error.startswith("ConnectionRefusedError") for error in http_errors)
     assert grpc_errors and all("UNAVAILABLE" in error for error in grpc_errors)
+
+
+@pytest.mark.timeout(120)
+def test_swapped_ports_are_named_at_once(triton_server, tmp_path):
+    """The HTTP port given as gRPC's and the reverse: the reason, not 30 s of "waiting for Triton"."""
+    http_port, grpc_port = triton_server.http_url.rsplit(":", 1)[1], triton_server.grpc_url.rsplit(":", 1)[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADTEST_", "TRITON_", "LOCUST_"))}
+    env |= {"TRITON_HTTP_PORT": grpc_port, "TRITON_GRPC_PORT": http_port}  # swapped, through the variables
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtests", "--reports-dir", str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, explain(result)
+    assert f"127.0.0.1:{grpc_port} speaks gRPC, not HTTP. Are --http-port and --grpc-port swapped?" in (
+        result.stderr
+    )
+    assert "Start one with `make serve`" not in result.stderr and time.monotonic() - started < 20

@@ -189,6 +189,10 @@ def wrong_protocol_message(protocol: str, host: str, port: int, *, fixed_ports: 
 class NotReady(Exception):
     """The server did not become ready in time (or cannot: wrong port, exited); the message says why."""
 
+    def __init__(self, message: str, waited_out: bool = False):
+        super().__init__(message)
+        self.waited_out = waited_out  # True: nothing answered in time (False: a mix-up, or the server exited)
+
 
 def _check_ready(location: ServerLocation, protocol: str, models: Sequence[str]) -> tuple[str | None, dict]:
     """(problem or None, server metadata) for one protocol; raises when the server does not answer."""
@@ -250,6 +254,7 @@ def wait_until_ready(
             return metadata
         if time.monotonic() >= deadline:
             raise NotReady(
-                f"no ready Triton server at {location.describe()} after {timeout_s:g} s ({problem})"
+                f"no ready Triton server at {location.describe()} after {timeout_s:g} s ({problem})",
+                waited_out=True,
             )
         time.sleep(poll_s)
