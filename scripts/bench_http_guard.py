@@ -85,7 +85,7 @@ def main() -> int:
     with TritonServer(variant="cpu", ports=Ports.free(), http_guard="on", exit_timeout_s=3) as server:
         targets = {
             "guard": f"http://{server.http_url}",
-            "direct": f"http://127.0.0.1:{server._triton_http_port}",  # noqa: SLF001 - the measurement's point
+            "direct": f"http://{server.triton_http_url}",
         }
         for kind, (path, body, headers) in request_kinds().items():
             collected = {name: ([], 0) for name in targets}

@@ -165,8 +165,14 @@ def test_preprocess_image_normalizes_real_world_pictures(dev_set):
     )
 
 
-def test_preprocess_image_rejects_blank_and_bad_arrays():
+@pytest.mark.parametrize("size", [28, 50])
+@pytest.mark.parametrize("level", [0, 200, 255])
+def test_preprocess_image_rejects_blank_pictures_of_any_size(size, level):
+    """28x28 included: it used to take the MNIST shortcut before the check and a black square read as "1"."""
     with pytest.raises(ValueError, match="no digit"):
-        mnist.preprocess_image(np.full((50, 50), 200, np.uint8))
+        mnist.preprocess_image(np.full((size, size), level, np.uint8))
+
+
+def test_preprocess_image_rejects_bad_arrays():
     with pytest.raises(ValueError, match="uint8"):
         mnist.preprocess_image(np.zeros((50, 50), np.float32))

@@ -23,6 +23,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 from PIL import Image
+from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from trt_plugin_kit import mnist
@@ -144,6 +145,26 @@ def test_model_interface_matches_the_documented_table(triton_server, model):
 
 
 # ------------------------------------------------------------------------------------- inference
+
+
+def test_generic_image_clients_find_the_layout_of_mnist(triton, validation_digits):
+    """What NVIDIA's image_client.py (tritonclient examples) reads before it sends anything: one input with a
+    FORMAT_NCHW/NHWC layout (FORMAT_NONE made it stop: issue 18 item 9), C, H, W from the metadata in that
+    order, and a classification answer."""
+    metadata = triton.client.get_model_metadata("mnist")
+    config = triton.client.get_model_config("mnist")
+    if triton.protocol == "http":
+        layout, shape = config["input"][0]["format"], metadata["inputs"][0]["shape"]
+    else:
+        layout = model_config_pb2.ModelInput.Format.Name(config.config.input[0].format)
+        shape = list(metadata.inputs[0].shape)
+    assert layout == "FORMAT_NCHW"
+    _, channels, height, width = shape
+    assert (channels, height, width) == (1, 28, 28)
+    digits, labels = validation_digits[0][:2], validation_digits[1][:2]
+    result = triton.infer("mnist", {"image": mnist.to_tensor(digits)}, class_count=1)
+    answers = [entry.decode().split(":") for entry in result.as_numpy("probabilities").reshape(-1)]
+    assert [int(label) for _, _, label in answers] == labels.tolist()
 
 
 def test_mnist_matches_onnx_runtime_on_the_native_model(triton, validation_digits):
@@ -353,6 +374,28 @@ BAD_INPUTS: dict[str, Callable[[], tuple[str, dict, dict, str]]] = {
         {"image_bytes": as_bytes_tensor([png(np.full((40, 40), 255, np.uint8))])},
         {},
         "no digit",
+    ),
+    "blank 28x28 image": lambda: (  # was classified "1" at p=0.9996 (issue 18 item 7)
+        "mnist_pipeline",
+        {"image_bytes": as_bytes_tensor([png(np.zeros((28, 28), np.uint8))])},
+        {},
+        "no digit",
+    ),
+    "NaN image": lambda: (  # answered NaN probabilities before (issue 18 item 8)
+        "mnist",
+        {"image": np.full((1, 1, 28, 28), np.nan, np.float32)},
+        {},
+        "NaN or Inf in batch row(s) [0]",
+    ),
+    "Inf pixel in row 2": lambda: (
+        "mnist",
+        {
+            "image": np.where(np.arange(3 * 784).reshape(3, 1, 28, 28) == 2 * 784 + 5, np.inf, 0.5).astype(
+                np.float32
+            )
+        },
+        {},
+        "NaN or Inf in batch row(s) [2]",
     ),
     "NaN vector": lambda: ("l2norm", {"vector": np.array([[1.0, np.nan, 2.0]], np.float32)}, {}, "NaN"),
     "Inf vector": lambda: ("l2norm", {"vector": np.array([[np.inf, 1.0]], np.float32)}, {}, "Inf"),

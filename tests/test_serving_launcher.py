@@ -1,5 +1,5 @@
-"""`make serve`'s launcher (scripts/serve.py, trt_plugin_kit/serving.py) and the image guard of
-mnist_preprocess (trt_plugin_kit/serving_preprocess.py).
+"""`make serve`'s launcher (scripts/serve.py, trt_plugin_kit/serving.py). The image guard of mnist_preprocess
+has its own tests in test_serving_preprocess.py.
 
 The CLI tests start the real script as `make serve` does (the virtual environment's Python running
 scripts/serve.py), on free loopback ports, and stop it with Ctrl-C (SIGINT) or SIGTERM.
@@ -7,7 +7,6 @@ scripts/serve.py), on free loopback ports, and stop it with Ctrl-C (SIGINT) or S
 
 from __future__ import annotations
 
-import io
 import os
 import queue
 import re
@@ -23,9 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
-from PIL import Image
 
-from trt_plugin_kit import mnist, serve, serving
+from trt_plugin_kit import serve, serving
 from trt_plugin_kit.serving import (
     MODEL_REPOSITORY,
     REPO_ROOT,
@@ -36,7 +34,6 @@ from trt_plugin_kit.serving import (
     TritonServer,
     choose_variant,
 )
-from trt_plugin_kit.serving_preprocess import ImageRejected, decode_digit, load_image
 
 SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit.serve")  # what `make serve` runs
 READY_LINE = "Triton Inference Server is ready."
@@ -235,89 +232,3 @@ def test_tensorrt_variant_builds_missing_engines_and_reports_when_it_cannot(gpu_
     with pytest.raises(ServingError, match="build_engines.py failed"):
         server.start()
     assert server.process is None
-
-
-# ------------------------------------------------------------------------------------- image guard
-
-
-def encode(image: Image.Image, image_format: str = "PNG", **options) -> bytes:
-    buffer = io.BytesIO()
-    image.save(buffer, format=image_format, **options)
-    return buffer.getvalue()
-
-
-@pytest.fixture(scope="module")
-def digit():
-    split = mnist.load_split()
-    return split.validation_images[0]
-
-
-def test_a_dev_digit_png_decodes_to_exactly_the_training_tensor(digit):
-    np.testing.assert_array_equal(decode_digit(encode(Image.fromarray(digit))), mnist.to_tensor(digit))
-
-
-@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA", "LA", "P"])
-def test_every_colour_mode_decodes_to_the_model_input(digit, mode):
-    big = Image.fromarray(255 - digit).resize((112, 112), Image.Resampling.BICUBIC)  # dark ink on paper
-    tensor = decode_digit(encode(big.convert(mode)))
-    assert tensor.shape == (1, 28, 28) and tensor.dtype == np.float32
-    assert 0.0 <= tensor.min() and tensor.max() <= 1.0
-    # The digit ends up white on black, like the training data: bright centre of mass, dark border.
-    assert tensor[0, 0, :].max() < 0.1 and tensor.max() > 0.9
-
-
-def test_transparent_canvas_with_dark_strokes_is_read_as_a_digit(digit):
-    rgba = np.zeros((28, 28, 4), dtype=np.uint8)  # black strokes, alpha = ink, fully transparent elsewhere
-    rgba[..., 3] = digit
-    tensor = decode_digit(encode(Image.fromarray(rgba, mode="RGBA")))
-    assert tensor.max() > 0.9 and tensor[0, 0, :].max() < 0.1
-
-
-@pytest.mark.parametrize(
-    ("data", "message"),
-    [
-        (b"", "empty"),
-        (b"GIF89a" + bytes(100), "not a PNG or JPEG image"),
-        (b"%PDF-1.7 not an image", "not a PNG or JPEG image"),
-    ],
-)
-def test_what_is_not_a_png_or_jpeg_is_rejected(data, message):
-    with pytest.raises(ImageRejected, match=message):
-        decode_digit(data)
-
-
-def test_gif_is_rejected_even_when_pillow_could_read_it(digit):
-    with pytest.raises(ImageRejected, match="not a PNG or JPEG"):
-        decode_digit(encode(Image.fromarray(digit), "GIF"))
-
-
-def test_truncated_png_and_jpeg_are_reported_as_corrupt(digit):
-    image = Image.fromarray(digit).resize((200, 200))
-    for image_format in ("PNG", "JPEG"):
-        data = encode(image, image_format)
-        with pytest.raises(ImageRejected, match=f"corrupt {image_format} image"):
-            decode_digit(data[: len(data) // 2])
-
-
-def test_byte_limit_is_enforced_before_decoding():
-    with pytest.raises(ImageRejected, match="1025 bytes; the limit is 1024"):
-        load_image(b"\x89PNG" + bytes(1021), max_bytes=1024)
-
-
-def test_pixel_limit_is_enforced_from_the_header():
-    data = encode(Image.new("L", (120, 100)))
-    with pytest.raises(ImageRejected, match="12000 pixels"):
-        load_image(data, max_pixels=10_000)  # Pillow's own guard fires first (warning as error)
-    assert load_image(data, max_pixels=12_000).size == (120, 100)
-
-
-def test_blank_image_has_no_digit():
-    with pytest.raises(ImageRejected, match="no digit"):
-        decode_digit(encode(Image.new("RGB", (64, 64), "white")))
-
-
-def test_the_pixel_limit_does_not_leak_into_the_rest_of_the_process():
-    default = Image.MAX_IMAGE_PIXELS
-    with pytest.raises(ImageRejected):
-        load_image(encode(Image.new("L", (200, 200))), max_pixels=1_000)
-    assert Image.MAX_IMAGE_PIXELS == default

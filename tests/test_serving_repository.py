@@ -36,7 +36,10 @@ def configurations(model: str) -> dict[str, ModelConfig]:
 
 def _tensors(items) -> tuple:
     return tuple(
-        sorted((t.name, t.data_type, tuple(t.dims), getattr(t, "label_filename", "")) for t in items)
+        sorted(
+            (t.name, t.data_type, tuple(t.dims), getattr(t, "format", 0), getattr(t, "label_filename", ""))
+            for t in items
+        )
     )
 
 
@@ -109,6 +112,13 @@ def test_pipeline_chains_preprocess_into_mnist():
     assert steps[0].output_map["image"] == steps[1].input_map["image"]
     assert steps[1].output_map["probabilities"] == pipeline.output[0].name
     assert (MODEL_REPOSITORY / "mnist_pipeline" / "1").is_dir()  # Triton needs a version folder
+
+
+def test_mnist_declares_its_image_layout_in_both_variants():
+    """Generic image clients (NVIDIA's image_client.py) refuse an image input without a layout."""
+    for variant, config in configurations("mnist").items():
+        (image,) = config.input
+        assert image.format == model_config_pb2.ModelInput.FORMAT_NCHW, variant
 
 
 def test_cpu_mnist_points_at_the_native_onnx_model():

@@ -237,8 +237,9 @@ def _grayscale(image) -> np.ndarray:
 def preprocess_image(image) -> np.ndarray:
     """Any digit picture -> the model's float32 ``[1, 28, 28]`` input.
 
-    Accepts a path, a PIL image, or a uint8 array ``[H, W]``/``[H, W, 3|4]``. A 28x28 picture with a dark
-    background is taken as an MNIST digit and only scaled by 1/255 (identical to :func:`to_tensor`). Anything
+    Accepts a path, a PIL image, or a uint8 array ``[H, W]``/``[H, W, 3|4]``. A (nearly) uniform picture of
+    any size is refused. A 28x28 picture with a dark background is taken as an MNIST digit and only scaled by
+    1/255 (identical to :func:`to_tensor`). Anything
     else is normalized the MNIST way: grayscale (transparent areas become white paper), inverted when the
     border is light (dark digit on light paper), background level subtracted, contrast stretched to 0..255,
     cropped to the digit, resized to fit 20x20 keeping the aspect ratio, and centred by centre of mass.
@@ -267,14 +268,15 @@ def preprocess_image(image) -> np.ndarray:
     if background > 127.5:  # dark digit on light paper: make the digit bright, as in MNIST
         gray = 255.0 - gray
         background = 255.0 - background
-    if gray.shape == (IMAGE_SIZE, IMAGE_SIZE) and background <= 127.5:
-        # Already an MNIST-style digit: do not touch it beyond the scaling (keeps dev digits bit-exact).
-        return to_tensor(np.clip(np.rint(gray), 0, 255).astype(np.uint8))
-
     ink = np.clip(gray - background, 0.0, None)
     peak = ink.max()
-    if peak < 16.0:  # less than ~6% contrast: nothing that looks like a digit
+    if peak < 16.0:  # less than ~6% contrast: nothing that looks like a digit, whatever the size
         raise ValueError("no digit found: the image is (nearly) uniform")
+    if gray.shape == (IMAGE_SIZE, IMAGE_SIZE):
+        # Already an MNIST-style digit (bright on dark after the polarity fix above): do not touch it beyond
+        # the scaling (keeps dev digits bit-exact).
+        return to_tensor(np.clip(np.rint(gray), 0, 255).astype(np.uint8))
+
     ink *= 255.0 / peak
     rows = np.flatnonzero(ink.max(axis=1) > 0.1 * 255)
     cols = np.flatnonzero(ink.max(axis=0) > 0.1 * 255)

@@ -313,6 +313,11 @@ class TritonServer:
             raise
 
     @property
+    def triton_http_url(self) -> str:
+        """Triton's own HTTP endpoint: the private one behind the guard (for tests and measurements)."""
+        return f"127.0.0.1:{self._triton_http_port}" if self.guarded else self.http_url
+
+    @property
     def guarded(self) -> bool:
         """Whether the public HTTP port is the validating front (trt_plugin_kit.http_guard)."""
         return self._triton_http_port != self.ports.http

@@ -4,8 +4,10 @@ This is the CPU configuration (../configs/cpu.pbtxt) of the `mnist` model; the d
 TensorRT engine with this project's plugins. Same input `image` FP32 [batch, 1, 28, 28] and output
 `probabilities` FP32 [batch, 10].
 
-All requests of a dynamic batch go through ONNX Runtime in one call; if that call fails, each request is
-retried alone so that only the faulty one gets an error.
+Each request is checked on its own first: a tensor that is not [batch, 1, 28, 28] (e.g. a declared batch of
+2^32 that Triton cut to nothing) or that holds NaN/Inf is refused with INVALID_ARG. The accepted requests of a
+dynamic batch go through ONNX Runtime in one call; if that call fails, each is retried alone so that only the
+faulty one gets an error (trt_plugin_kit/python_backend.py).
 """
 
 import json
@@ -15,10 +17,15 @@ import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
+from trt_plugin_kit.python_backend import InputSpec, RequestRejected, answer, error_response, nonfinite_rows
+
+MODEL = "mnist"
+
 
 class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
+        self.spec = InputSpec.from_config(config, "image")
         parameters = {key: value["string_value"] for key, value in config.get("parameters", {}).items()}
         model_path = (Path(args["model_repository"]) / parameters["onnx_model"]).resolve()
         if not model_path.is_file():
@@ -31,25 +38,38 @@ class TritonPythonModel:
         self.output_name = self.session.get_outputs()[0].name
 
     def execute(self, requests):
-        images = [pb_utils.get_input_tensor_by_name(r, "image").as_numpy() for r in requests]
-        try:
-            batch = np.concatenate(images) if len(images) > 1 else images[0]
-            probabilities = self._run(batch)
-        except Exception:  # noqa: BLE001 - isolate the faulty request below
-            return [self._answer_alone(image) for image in images]
-        split_at = np.cumsum([len(image) for image in images])[:-1]
-        return [self._response(part) for part in np.split(probabilities, split_at)]
+        responses = [None] * len(requests)
+        accepted = {}  # request index -> its images
+        for index, request in enumerate(requests):
+            try:
+                accepted[index] = self._checked_images(request)
+            except Exception as error:  # noqa: BLE001 - answered alone, the others go on
+                responses[index] = error_response(MODEL, error)
+        if accepted:
+            try:
+                parts = list(accepted.values())
+                probabilities = self._run(parts[0] if len(parts) == 1 else np.concatenate(parts))
+                split_at = np.cumsum([len(images) for images in accepted.values()])[:-1]
+                for index, part in zip(accepted, np.split(probabilities, split_at), strict=True):
+                    responses[index] = self._response(part)
+            except Exception:  # noqa: BLE001 - isolate the faulty request: each runs alone
+                for index, images in accepted.items():
+                    responses[index] = answer(MODEL, lambda images=images: self._response(self._run(images)))
+        return responses
+
+    def _checked_images(self, request) -> np.ndarray:
+        images = pb_utils.get_input_tensor_by_name(request, "image").as_numpy()
+        self.spec.check(images.shape)
+        bad_rows = nonfinite_rows(images)
+        if bad_rows:
+            raise RequestRejected(
+                f"input 'image' contains NaN or Inf in batch row(s) {bad_rows}; "
+                "pixels must be finite (pixel / 255, in [0, 1])"
+            )
+        return images
 
     def _run(self, batch: np.ndarray) -> np.ndarray:
         return self.session.run([self.output_name], {self.input_name: batch})[0].astype(np.float32)
-
-    def _answer_alone(self, image: np.ndarray):
-        try:
-            return self._response(self._run(image))
-        except Exception as error:  # noqa: BLE001 - reported to the client, the model keeps serving
-            return pb_utils.InferenceResponse(
-                output_tensors=[], error=pb_utils.TritonError(f"mnist: {error}")
-            )
 
     @staticmethod
     def _response(probabilities: np.ndarray):
