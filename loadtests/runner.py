@@ -12,6 +12,7 @@ Every option also reads an environment variable (for containers and CI), e.g. TR
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import subprocess
@@ -23,7 +24,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from locust.util.timespan import parse_timespan
 from tqdm import tqdm
 
 from loadtests import report
@@ -52,6 +52,20 @@ EXIT_INTERRUPTED = 130  # the shell's code for Ctrl-C
 
 class LoadTestError(Exception):
     """The load test could not run (as opposed to: it ran and broke a threshold)."""
+
+
+def _locust_parse_timespan():
+    """Locust's own parse_timespan (how `locust --run-time` reads a duration), loaded from its file: importing
+    the locust package would monkey-patch this whole process for gevent."""
+    package = importlib.util.find_spec("locust")  # finds the package without importing it
+    path = Path(package.submodule_search_locations[0]) / "util" / "timespan.py"
+    spec = importlib.util.spec_from_file_location("loadtests._locust_timespan", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parse_timespan
+
+
+parse_timespan = _locust_parse_timespan()
 
 
 def parse_duration(text: str) -> float:

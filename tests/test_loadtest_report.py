@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,8 @@ from loadtests.workloads import (
 from trt_plugin_kit import mnist
 from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.serving import free_port
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
 FINAL_STATS = {
@@ -458,13 +462,40 @@ def test_the_runner_hands_locust_its_own_flags(monkeypatch):
     assert (workload.mnist_batch, workload.l2norm_batch, workload.l2norm_dim) == (16, 2, 64)
     again = parser.parse_args(locust_arguments(workload, args.timeout))
     assert workload_from_args(again) == workload and again.timeout == 7.5
-    # ... and the locustfile defines them on Locust's own parser, next to Locust's --host.
-    from locust.argument_parser import get_parser
+    # ... and the locustfile defines them on Locust's own parser, next to Locust's --host (in a process of
+    # its own: importing Locust monkey-patches the process for gevent).
+    script = (
+        "import json, sys\n"
+        "from locust.argument_parser import get_parser\n"
+        "from loadtests.options import add_workload_arguments, workload_from_args\n"
+        "parser = get_parser()\n"
+        "add_workload_arguments(parser)\n"
+        "args = parser.parse_args(sys.argv[1:])\n"
+        "print(json.dumps({'host': args.host, 'workload': workload_from_args(args).__dict__}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, "--host", "triton", *locust_arguments(workload, 7.5)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    parsed = json.loads(result.stdout.splitlines()[-1])
+    assert parsed == {"host": "triton", "workload": workload.__dict__}
 
-    locust_parser = get_parser()
-    add_workload_arguments(locust_parser)
-    parsed = locust_parser.parse_args(["--host", "triton", *locust_arguments(workload, 7.5)])
-    assert workload_from_args(parsed) == workload and parsed.host == "triton"
+
+def test_the_runner_does_not_import_locust():
+    """Locust monkey-patches the process that imports it; the runner (and pytest) must stay unpatched."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, loadtests.runner; print('locust' in sys.modules)"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == "False"
 
 
 def test_without_a_data_set_the_sample_digits_stand_in(monkeypatch, tmp_path):
