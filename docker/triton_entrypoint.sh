@@ -32,7 +32,8 @@ for version in "${runtime_version}" "${built_version}"; do
   fi
 done
 
-# Without TRITON_ADMIN_KEY the restricted APIs get a random key nobody knows: they are closed.
-admin_key="${TRITON_ADMIN_KEY:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}"
+# Without TRITON_ADMIN_KEY the restricted APIs are closed to everybody: the key holds a line break, which
+# no HTTP header or gRPC metadata value can carry (trt_plugin_kit.serving.CLOSED_ADMIN_KEY, same text).
+admin_key="${TRITON_ADMIN_KEY:-$'closed\n(no TRITON_ADMIN_KEY was set)'}"
 restricted="model-repository,shared-memory,trace,logging:triton-admin-key=${admin_key}"
 exec "$@" "--http-restricted-api=${restricted}" "--grpc-restricted-protocol=${restricted}"

@@ -13,6 +13,7 @@ import random
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 from PIL import Image
@@ -105,24 +106,38 @@ class DigitSource:
     note: str = ""  # said to the user when the sample digits stand in for the data set
 
 
-def _sample_digits() -> np.ndarray:
-    paths = [SAMPLES_DIR / f"{digit}.png" for digit in range(10)]
-    return np.stack([np.asarray(Image.open(path).convert("L")) for path in paths])
+def png_digits(folder: Path) -> np.ndarray:
+    """The *.png files of `folder` (not its subfolders), 28x28 MNIST-style digits, as uint8 [N, 28, 28]."""
+    files = sorted(folder.glob("*.png"))
+    if not files:
+        raise FileNotFoundError(f"no *.png digits in {folder}")
+    digits = []
+    for file in files:
+        with Image.open(file) as image:
+            digit = np.asarray(image.convert("L"))
+        if digit.shape != (mnist_data.IMAGE_SIZE, mnist_data.IMAGE_SIZE):
+            raise ValueError(f"{file} is {digit.shape[1]}x{digit.shape[0]}; digits must be 28x28 like MNIST")
+        digits.append(digit)
+    return np.stack(digits)
 
 
 @lru_cache(maxsize=4)
 def digit_source(mnist_dir: str | None = None) -> DigitSource:
-    """The first DIGIT_POOL_SIZE MNIST dev digits from --mnist-dir / $MNIST_DIR / the default folder.
+    """The first DIGIT_POOL_SIZE MNIST dev digits from --mnist-dir / $MNIST_DIR / the default folder; a
+    folder named by flag or variable may instead hold 28x28 PNG digits (e.g. samples/digits).
 
     Without a data set named by flag or variable and none in the default folder (a clone without ../shared),
-    the 10 sample digits of samples/digits/ stand in. A folder that is named but lacks the digits is an
-    error (mnist.MnistDataMissing, a FileNotFoundError whose message says how to fix it)."""
+    the 10 sample digits of samples/digits/ stand in. A folder that is named but holds neither is an error
+    (mnist.MnistDataMissing, a FileNotFoundError whose message says how to fix it)."""
     folder = mnist_data.data_dir(mnist_dir)
     named = bool(mnist_dir) or folder != mnist_data.DEFAULT_DATA_DIR
+    if not mnist_data.has_dev_set(folder) and named and any(folder.glob("*.png")):
+        images = png_digits(folder)[:DIGIT_POOL_SIZE]
+        return DigitSource(images, f"{len(images)} PNG digits from {folder}")
     if mnist_data.has_dev_set(folder) or named:
         images = mnist_data.load_dev_set(mnist_dir)[0][:DIGIT_POOL_SIZE]
         return DigitSource(images, f"{len(images)} MNIST dev digits from {folder}")
-    images = _sample_digits()
+    images = png_digits(SAMPLES_DIR)
     note = (
         f"no MNIST data set: {mnist_data.missing_data_message()} Sending the {len(images)} sample digits of "
         f"{SAMPLES_DIR} instead."

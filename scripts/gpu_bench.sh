@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The plugin benchmark of issue 4 in one command on a machine with an NVIDIA GPU:
+# The plugin benchmark of issues 4 and 16 in one command on a machine with an NVIDIA GPU:
 #   1. builds libtrt_plugin_kit.so + libplugin_bench.so (Release, for this GPU) into build/bench,
-#   2. runs plugins/benchmarks/run_benchmarks.py: copy bandwidth, every plugin's enqueue and its PyTorch peer,
-#      targets; writes benchmark.json, benchmark.md, benchmark.png.
+#   2. runs plugins/benchmarks/run_benchmarks.py: copy bandwidth, every plugin's enqueue and its PyTorch peers,
+#      the LeNet plugin chain as one CUDA graph per forward against PyTorch's, targets; writes benchmark.json,
+#      benchmark.md, benchmark.png. Exits with its status: 1 when a target fails, so that a regression fails the run.
 # Usage: scripts/gpu_bench.sh [TENSORRT_HEADERS] [run_benchmarks.py options...]
 #   TENSORRT_HEADERS: a TensorRT version dir holding include/NvInferRuntime.h (or the include dir itself);
 #                     default ../shared/vendor/tensorrt/11.1

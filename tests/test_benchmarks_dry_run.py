@@ -165,6 +165,7 @@ def test_every_target_of_issue_4_is_checked():
         ("pct_copy", 70.0),
         ("speedup_vs", 3.0),
         ("speed_ratio", 0.95),
+        ("speed_ratio", 0.97),  # issue 16: every plugin-vs-peer comparison
         ("median_us", 5.0),
     }
     assert sum(t.threshold == 85.0 for _, t in targets) == 6  # L2Normalize: 3 shapes x 2 dtypes
@@ -177,6 +178,38 @@ def test_every_target_of_issue_4_is_checked():
     batch1 = [c for c in cases if c.batch == 1]
     assert batch1 and all(any(t.metric == "median_us" for t in c.targets) for c in batch1)
     assert {c.plugin for c in batch1} == set(rb.FAMILY_ORDER)  # each plugin at batch 1
+
+
+def test_every_peer_comparison_is_a_target_of_issue_16():
+    cases = rb.build_cases()
+    comparisons = [(c.id, p) for c in cases for p in c.peers]
+    assert len(comparisons) == 80  # the count the issue gives
+    peer_targets = {(c.id, t.peer) for c in cases for t in c.targets if t.threshold == rb.PEER_RATIO}
+    assert peer_targets == set(comparisons)
+    fc = {(c.id, t.peer) for c in cases for t in c.targets if c.family == "FullyConnected"}
+    assert ("mnist/b64/fc1/fp16/64x50x4x4->500", "torch.matmul") in fc  # the issue's table names it
+
+
+def test_lenet_chains_join_the_mnist_cases():
+    chains = rb.build_chains()
+    assert [(c.batch, c.dtype) for c in chains] == [
+        (b, d) for b in rb.MNIST_BATCHES for d in ("fp32", "fp16")
+    ]
+    by_id = {c.id: c for c in rb.build_cases()}
+    for chain in chains:
+        assert chain.check() == []
+        names = [s.case.id.split("/")[2] for s in chain.steps]
+        assert names == ["pool1", "pool2", "fc1", "prelu", "fc2"]
+        assert all(s.case.id in by_id for s in chain.steps)  # the same cases as the per-enqueue ones
+        assert chain.input_shapes() == [(chain.batch, 20, 24, 24), (chain.batch, 50, 8, 8)]
+        nodes = chain.spec.split("|")
+        assert len(nodes) == 5 and nodes[0].startswith("Pool#mode=s:max;") and nodes[4].endswith("#3.0")
+        assert nodes[2].split("#")[2] == f"{chain.dtype}:{chain.batch},50,4,4"
+    broken = chains[0]
+    broken.steps[3] = rb.lenet_chain.ChainStep(
+        broken.steps[3].case, ("1.0",)
+    )  # pool2's output is not [N, 500]
+    assert broken.check() and "!=" in broken.check()[0]
 
 
 def test_bytes_moved_and_rotation_rule():
@@ -234,6 +267,19 @@ class StandInLibrary:
     def copy(self, nbytes, repetitions, options):
         return self._stats(2 * nbytes / (3.0e6))  # a made-up 3.0 TB/s copy
 
+    def chain(self, spec, repetitions, options):
+        self.calls.append((spec, repetitions, options))
+        nodes = spec.count("|") + 1
+        return {
+            "forward": self._stats(2.0 * nodes),
+            "floor": self._stats(1.5 * nodes),
+            "graph_nodes": nodes,
+            "kernel_nodes": nodes,
+            "rotation_sets": 128,
+            "input_bytes": 0,
+            "tactics": [0] * nodes,
+        }
+
     def run(self, case, repetitions, options):
         self.calls.append((case.id, repetitions, options))
         if case.id.startswith("mnist/b1/pool2"):
@@ -251,7 +297,7 @@ def test_measure_flow_with_a_stand_in_library(tmp_path, monkeypatch):
     monkeypatch.setattr(rb, "BenchLibrary", StandInLibrary)
     out = tmp_path / "out"
     code = rb.main(["--no-torch", "--no-chart", "--build-dir", str(build), "--out", str(out), "--quick"])
-    assert code == 0  # --quick holds no case the stand-in fails
+    assert code == 1  # no case fails, but the stand-in's bandwidth misses targets: a regression fails the run
     report = json.loads((out / "benchmark.json").read_text())
     assert report["roofline"]["source"] == "cudaMemcpyAsync"
     assert math.isclose(report["roofline"]["copy_gb_per_s"], 3000.0, rel_tol=1e-6)
@@ -271,6 +317,53 @@ def test_measure_flow_with_a_stand_in_library(tmp_path, monkeypatch):
     md = (out / "benchmark.md").read_text()
     assert "## Targets:" in md and "| **plugin** |" in md and "our FP32 Pool" in md
     assert report["summary"]["targets"]["PASS"] >= 3
+    assert report["summary"]["errors"] == 0 and report["summary"]["targets"]["FAIL"] >= 1
+    # the LeNet chain of --quick: plugin timings and the floor recorded, PyTorch's side not measured
+    (chain,) = report["chains"]
+    assert chain["id"] == "lenet_chain/b1/fp32" and chain["plugin_result"]["graph_nodes"] == 5
+    assert math.isclose(chain["floor"]["median_us"], 7.5) and chain["peers"] == []
+    assert statuses[("lenet_chain/b1/fp32", "speed_ratio")]["status"] == "NOT MEASURED"
+    assert "## LeNet plugin chain" in md and "`lenet_chain/b1/fp32`" in md
+
+
+def test_exit_status_follows_the_targets(tmp_path, monkeypatch):
+    build = tmp_path / "build"
+    build.mkdir()
+    (build / rb.BENCH_LIBRARY).write_bytes(b"")
+    (build / rb.PLUGIN_LIBRARY).write_bytes(b"")
+    monkeypatch.setattr(rb, "BenchLibrary", StandInLibrary)
+    common = ["--no-torch", "--no-chart", "--build-dir", str(build), "--out", str(tmp_path / "out")]
+    # 3 us per enqueue meets the batch-1 target; the peer targets are not measured without PyTorch
+    assert rb.main([*common, "--only", "mnist/b1/leaky_relu/fp32"]) == 0
+    assert rb.main([*common, "--only", "l2normalize/fp32/65536x1024"]) == 1  # 83% of copy < 85%
+    report = json.loads((tmp_path / "out" / "benchmark.json").read_text())
+    assert report["summary"]["targets"]["FAIL"] == 1 and report["summary"]["errors"] == 0
+
+
+def test_chain_targets_and_report_with_torch_timings():
+    record = {
+        "id": "lenet_chain/b64/fp16",
+        "steps": ["mnist/b64/pool1/max/fp16/x", "p2", "mnist/b64/fc1/fp16/x", "pr", "mnist/b64/fc2/fp16/x"],
+        "plugin_result": {
+            "median_us": 10.0,
+            "p10_us": 9.9,
+            "p90_us": 10.2,
+            "graph_nodes": 5,
+            "kernel_nodes": 5,
+            "rotation_sets": 28,
+            "tactics": [0, 0, 20, 0, 21],
+        },
+        "floor": {"median_us": 6.0, "p10_us": 5.9, "p90_us": 6.1},
+        "peers": [
+            {"name": "PyTorch graph", "median_us": 12.0, "p10_us": 11.9, "p90_us": 12.1, "speed_ratio": 1.2}
+        ],
+    }
+    slower = dict(record, id="lenet_chain/b1/fp32", peers=[dict(record["peers"][0], speed_ratio=0.99)])
+    rows = rb.lenet_chain.evaluate([record, slower])
+    assert [r["status"] for r in rows] == ["PASS", "FAIL"]  # at least as fast: no noise allowance
+    md = "\n".join(rb.lenet_chain.markdown([record]))
+    assert "| `lenet_chain/b64/fp16` | 10.00 (9.90 – 10.20) | 12.00 (11.90 – 12.10) | 1.20x | 5 (5) |" in md
+    assert md.rstrip().endswith("| 28 | 20, 21 |")
 
 
 def test_measure_records_a_failing_case_and_goes_on(tmp_path, monkeypatch):

@@ -32,9 +32,8 @@ from loadtests.workloads import (
 )
 from trt_plugin_kit import mnist
 from trt_plugin_kit.cli_options import ServerLocation
+from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.serving import free_port
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
 FINAL_STATS = {
@@ -553,3 +552,41 @@ def test_cpu_busy_percent_is_a_percentage():
 
     busy = baseline.cpu_busy_percent(0.2)
     assert busy is not None and 0.0 <= busy <= 100.0
+
+
+# ---------------------------------------------------------------------------------------------------
+# A folder of PNG digits instead of the MNIST set (the compose loadtest service without a mounted set)
+
+
+def test_a_folder_of_sample_digits_is_a_digit_pool():
+    digits = digit_images(str(SAMPLES_DIR))
+    assert digits.shape == (10, 28, 28) and digits.dtype == np.uint8
+    with Image.open(SAMPLES_DIR / "7.png") as seven:
+        assert np.array_equal(digits[7], np.asarray(seven))  # sorted by name, pixels as stored
+    task = MnistPipelineTask(str(SAMPLES_DIR))
+    assert len(task.pngs) == 10
+
+
+def test_a_folder_without_proper_digits_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"MNIST digits not found: {tmp_path} \\(the folder given\\)"):
+        digit_images(str(tmp_path))
+    Image.new("L", (32, 28)).save(tmp_path / "wide.png")
+    with pytest.raises(ValueError, match="32x28; digits must be 28x28"):
+        digit_images(str(tmp_path))
+
+
+def test_compose_mounts_the_mnist_set_where_the_load_test_looks_by_default():
+    """The loadtest service needs no MNIST variable: the set is mounted at the default place inside the
+    image (../shared/data/mnist beside its checkout), and without it the load test sends samples/digits/."""
+    import re
+
+    import yaml
+
+    workdir = re.search(r"^WORKDIR (\S+)$", (REPO_ROOT / "docker" / "python.Dockerfile").read_text(), re.M)[1]
+    default_inside = Path(workdir).parent / mnist.DEFAULT_DATA_DIR.relative_to(REPO_ROOT.parent)
+    service = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["loadtest"]
+    volume_pattern = re.compile(r"^(?P<source>\$\{[^}]*\}|[^:]+):(?P<target>[^:]+)")
+    mounts = {volume_pattern.match(volume)["target"]: volume for volume in service["volumes"]}
+    assert f"{default_inside}" in mounts, mounts
+    assert mounts[str(default_inside)].startswith("${MNIST_DIR:-../shared/data/mnist}:")
+    assert not any(name.startswith("MNIST") for name in service.get("environment", {}))

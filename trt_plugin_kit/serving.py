@@ -141,16 +141,29 @@ def find_pytriton_distribution() -> PyTritonDistribution:
 
 
 def python_shared_library_dir() -> Path:
-    """Directory of this interpreter's libpython, which the Python backend stub links against."""
-    library_dir = Path(sysconfig.get_config_var("LIBDIR") or "")
-    library_name = sysconfig.get_config_var("LDLIBRARY") or ""
-    if not sysconfig.get_config_var("Py_ENABLE_SHARED") or not (library_dir / library_name).is_file():
-        raise ServingError(
-            f"Python {sys.version.split()[0]} at {sys.executable} has no shared libpython; Triton's Python "
-            "backend stub needs one. Use a Python built with --enable-shared (pyenv: "
-            "PYTHON_CONFIGURE_OPTS=--enable-shared) for the virtual environment."
-        )
-    return library_dir
+    """Directory of this interpreter's libpython, which the Python backend stub links against.
+
+    A Python built with --enable-shared has it in LIBDIR. Debian's and Ubuntu's python3 executable is linked
+    statically, but the distribution ships the same interpreter as a shared library (package libpython3.X)
+    in that same LIBDIR, /usr/lib/<multiarch>, under its soname (the unversioned name comes only with -dev).
+    """
+    library_dir, multiarch = (sysconfig.get_config_var(var) for var in ("LIBDIR", "MULTIARCH"))
+    candidates = [library_dir, library_dir and multiarch and f"{library_dir}/{multiarch}"]
+    directories = list(dict.fromkeys(filter(None, candidates)))
+    version = f"{sys.version_info.major}.{sys.version_info.minor}{sys.abiflags}"
+    names = [sysconfig.get_config_var(var) or "" for var in ("INSTSONAME", "LDLIBRARY")]
+    names += [f"libpython{version}.so.1.0", f"libpython{version}.so"]
+    for directory in directories:
+        for name in dict.fromkeys(name for name in names if ".so" in name):
+            if (Path(directory) / name).is_file():
+                return Path(directory)
+    raise ServingError(
+        f"Python {sys.version.split()[0]} at {sys.executable} has no shared libpython (looked for "
+        f"libpython{version}.so* in {', '.join(directories) or 'no LIBDIR'}); Triton's Python "
+        "backend stub needs one. Debian/Ubuntu: `apt-get install libpython"
+        f"{sys.version_info.major}.{sys.version_info.minor}`; otherwise use a Python built with "
+        "--enable-shared (pyenv: PYTHON_CONFIGURE_OPTS=--enable-shared) for the virtual environment."
+    )
 
 
 def prepare_cpu_backends(distribution: PyTritonDistribution, workdir: Path) -> Path:

@@ -94,6 +94,7 @@ __global__ void spinKernel(uint64_t nanoseconds, long long cycleCap)
     {
     }
 }
+__global__ void emptyKernel() {}
 }  // namespace
 
 cudaError_t fillNonZero(nvinfer1::DataType type, void* data, size_t count, uint64_t seed, cudaStream_t stream)
@@ -118,6 +119,12 @@ cudaError_t launchSpin(uint64_t nanoseconds, cudaStream_t stream)
     // No GPU clocks above 4 GHz: 4 cycles per nanosecond lets the timer decide, the cap only saves a hang.
     long long const cycleCap = static_cast<long long>(nanoseconds) * 4 + 1000;
     spinKernel<<<1, 1, 0, stream>>>(nanoseconds, cycleCap);
+    return cudaGetLastError();
+}
+
+cudaError_t launchEmpty(cudaStream_t stream)
+{
+    emptyKernel<<<1, 32, 0, stream>>>();
     return cudaGetLastError();
 }
 

@@ -20,4 +20,7 @@ cudaError_t fillNonZero(nvinfer1::DataType type, void* data, size_t count, uint6
 //! ends even if the timer did not advance).
 cudaError_t launchSpin(uint64_t nanoseconds, cudaStream_t stream);
 
+//! A kernel that does nothing (one warp): graphs of it measure the device's launch latency per graph node.
+cudaError_t launchEmpty(cudaStream_t stream);
+
 }  // namespace bench

@@ -12,6 +12,7 @@
 //   tpk_bench_plan(plugin, fields, io, results, n, message, len) -> build phase only, no GPU needed
 //   tpk_bench_run(plugin, fields, io, repetitions, graph_batch, options, results, n, message, len)
 //   tpk_bench_copy(bytes, repetitions, options, results, n, message, len)
+//   tpk_bench_chain(spec, repetitions, options, message, len)   -> JSON of the timings in `message`
 // `fields`: "name=kind:payload;..." with kind i (ints "1,2"), f (floats), s (string) or rand
 //   ("count,seed,lo,hi": `count` uniform floats from std::mt19937(seed)), e.g.
 //   "mode=s:max;kernel=i:2,2" or "weights=rand:400000,7,-0.05,0.05;num_outputs=i:500".
@@ -31,6 +32,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -550,6 +552,86 @@ void checkWritten(TensorSpec const& spec, void const* data, int index)
     }
 }
 
+//! Tactics, chosen as TensorRT's builder does: time each one, keep the fastest (and set it). Timed the way
+//! the case is measured: small enqueues inside a CUDA graph when `inGraph`, so that launch overhead does not
+//! pick the tactic (eager timing chose a slower one for FC at batch 1); otherwise one enqueue after the GPU
+//! wait kernel, the median of 15 (back-to-back enqueues overlap one another). Returns the tactic, 0 when the
+//! plugin has none.
+int32_t chooseTactic(std::string const& pluginName, IPluginV3* plugin,
+                     std::function<void(int64_t)> const& enqueue, int64_t sets, bool inGraph, uint64_t spinNs,
+                     cudaStream_t stream)
+{
+    Capabilities const caps = capabilitiesOf(plugin);
+    int32_t const nbTactics = caps.build->getNbTactics();
+    if (nbTactics <= 0) return 0;
+    std::vector<int32_t> tactics(static_cast<size_t>(nbTactics));
+    if (caps.build->getValidTactics(tactics.data(), nbTactics) != 0)
+        fail("getValidTactics failed: ", errorsLogged());
+    double bestUs = INFINITY;
+    int32_t best = 0;
+    std::string timings;
+    for (int32_t tactic : tactics)
+    {
+        if (caps.runtime->setTactic(tactic) != 0) fail("setTactic(", tactic, ") failed: ", errorsLogged());
+        for (int64_t r = 0; r < 3; ++r) enqueue(r % sets);
+        constexpr int64_t kTacticReps = 20;
+        cudaGraphExec_t exec = nullptr;
+        if (inGraph)
+        {
+            cudaGraph_t graph = nullptr;
+            cudaOk(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+            for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
+            cudaOk(cudaStreamEndCapture(stream, &graph), "end capture");
+            cudaError_t const made = cudaGraphInstantiate(&exec, graph, 0);
+            cudaGraphDestroy(graph);
+            cudaOk(made, "cudaGraphInstantiate");
+            cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
+        }
+        double us = INFINITY;
+        if (exec != nullptr)
+        {
+            for (int trial = 0; trial < 5;
+                 ++trial)  // best of five: the fastest tactics differ by a few percent
+            {
+                Events timing(1);
+                cudaOk(cudaEventRecord(timing.start[0], stream), "record");
+                cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
+                cudaOk(cudaEventRecord(timing.stop[0], stream), "record");
+                cudaOk(cudaStreamSynchronize(stream), "tactic timing");
+                us = std::min(us, timing.us(0) / static_cast<double>(kTacticReps));
+            }
+            cudaGraphExecDestroy(exec);
+        }
+        else
+        {
+            constexpr int64_t kEagerReps = 15;
+            Events timing(kEagerReps);
+            for (int64_t r = 0; r < kEagerReps; ++r)
+            {
+                if (spinNs) cudaOk(bench::launchSpin(spinNs, stream), "spin");
+                cudaOk(cudaEventRecord(timing.start[r], stream), "record");
+                enqueue((r + 1) % sets);
+                cudaOk(cudaEventRecord(timing.stop[r], stream), "record");
+            }
+            cudaOk(cudaStreamSynchronize(stream), "tactic timing");
+            std::vector<double> samples;
+            for (int64_t r = 0; r < kEagerReps; ++r) samples.push_back(timing.us(static_cast<size_t>(r)));
+            std::sort(samples.begin(), samples.end());
+            us = samples[samples.size() / 2];
+        }
+        timings += " " + std::to_string(tactic) + ":" + std::to_string(us).substr(0, 7);
+        if (us < bestUs)
+        {
+            bestUs = us;
+            best = tactic;
+        }
+    }
+    if (caps.runtime->setTactic(best) != 0) fail("setTactic(", best, ") failed: ", errorsLogged());
+    std::printf("  %s: tactics (us per enqueue)%s -> tactic %d\n", pluginName.c_str(), timings.c_str(), best);
+    std::fflush(stdout);
+    return best;
+}
+
 void run(std::string const& pluginName, std::string const& fieldsSpec, std::string const& ioSpec,
          int64_t repetitions, int64_t graphBatch, Options const& options, double* results,
          std::string& outputs)
@@ -641,61 +723,8 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     for (int32_t o = 0; o < nbOut; ++o) checkWritten(p.outputs[o], outPtrs[o], o);
 
     // ---- tactics, chosen as TensorRT's builder does: time each one, keep the fastest
-    IPluginV3OneBuild* build = capabilitiesOf(attached.get()).build;
-    int32_t const nbTactics = build->getNbTactics();
-    if (nbTactics > 0)
-    {
-        std::vector<int32_t> tactics(static_cast<size_t>(nbTactics));
-        if (build->getValidTactics(tactics.data(), nbTactics) != 0)
-            fail("getValidTactics failed: ", errorsLogged());
-        double bestUs = INFINITY;
-        int32_t best = 0;
-        std::string timings;
-        for (int32_t tactic : tactics)
-        {
-            if (runtime->setTactic(tactic) != 0) fail("setTactic(", tactic, ") failed: ", errorsLogged());
-            for (int64_t r = 0; r < 3; ++r) enqueue(r % sets);
-            constexpr int64_t kTacticReps = 20;
-            // Timed the way the case is measured: small enqueues inside a CUDA graph, so that launch overhead
-            // does not pick the tactic (eager timing chose a slower one for FC at batch 1).
-            cudaGraphExec_t exec = nullptr;
-            if (graphBatch > 0)
-            {
-                cudaGraph_t graph = nullptr;
-                cudaOk(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "begin capture");
-                for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
-                cudaOk(cudaStreamEndCapture(stream.stream, &graph), "end capture");
-                cudaError_t const made = cudaGraphInstantiate(&exec, graph, 0);
-                cudaGraphDestroy(graph);
-                cudaOk(made, "cudaGraphInstantiate");
-                cudaOk(cudaGraphLaunch(exec, stream.stream), "graph launch");
-            }
-            double us = INFINITY;
-            for (int trial = 0; trial < 3; ++trial)  // best of three
-            {
-                Events timing(1);
-                cudaOk(cudaEventRecord(timing.start[0], stream.stream), "record");
-                if (exec != nullptr)
-                    cudaOk(cudaGraphLaunch(exec, stream.stream), "graph launch");
-                else
-                    for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
-                cudaOk(cudaEventRecord(timing.stop[0], stream.stream), "record");
-                cudaOk(cudaStreamSynchronize(stream.stream), "tactic timing");
-                us = std::min(us, timing.us(0) / static_cast<double>(kTacticReps));
-            }
-            if (exec != nullptr) cudaGraphExecDestroy(exec);
-            timings += " " + std::to_string(tactic) + ":" + std::to_string(us).substr(0, 7);
-            if (us < bestUs)
-            {
-                bestUs = us;
-                best = tactic;
-            }
-        }
-        if (runtime->setTactic(best) != 0) fail("setTactic(", best, ") failed: ", errorsLogged());
-        std::printf("  %s: tactics (us per enqueue)%s -> tactic %d\n", pluginName.c_str(), timings.c_str(),
-                    best);
-        std::fflush(stdout);
-    }
+    chooseTactic(pluginName, attached.get(), enqueue, sets, graphBatch > 0,
+                 static_cast<uint64_t>(options.spinUs * 1000.0), stream.stream);
 
     uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
     std::vector<double> samples;
@@ -784,6 +813,302 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     results[kWorkspaceBytes] = static_cast<double>(p.workspaceBytes);
     results[kL2Bytes] = l2;
     results[kRotationBytes] = static_cast<double>(sets) * static_cast<double>(inSet);
+}
+
+// ------------------------------------------------------------------------------------------- chains
+//! "a#b##c" -> {"a", "b", "", "c"} (split drops empty parts; a chain node's fields may be empty).
+std::vector<std::string> splitAll(std::string const& s, char separator)
+{
+    std::vector<std::string> parts;
+    size_t begin = 0;
+    while (true)
+    {
+        size_t const end = s.find(separator, begin);
+        parts.push_back(trim(s.substr(begin, end == std::string::npos ? std::string::npos : end - begin)));
+        if (end == std::string::npos) return parts;
+        begin = end + 1;
+    }
+}
+
+bool sameTensor(TensorSpec const& a, TensorSpec const& b)
+{
+    if (a.type != b.type || a.dims.nbDims != b.dims.nbDims) return false;
+    for (int32_t d = 0; d < a.dims.nbDims; ++d)
+        if (a.dims.d[d] != b.dims.d[d]) return false;
+    return true;
+}
+
+//! One plugin of a chain: attached to its own execution context, shaped, with outputs for every rotating set.
+struct ChainNode
+{
+    std::string plugin;
+    Planned planned;
+    harness::HarnessResourceContext context;
+    PluginPtr attached;
+    IPluginV3OneRuntime* runtime{nullptr};
+    std::vector<PluginTensorDesc> inDescs, outDescs;
+    std::vector<std::pair<int, int>> sources;  // per input: (-1, external input) or (node, output)
+    std::vector<size_t> outPitch;
+    std::vector<std::unique_ptr<DeviceMemory>> outSlabs;
+    std::unique_ptr<DeviceMemory> workspace;
+    std::vector<void const*> inPtrs;  // [set][input]
+    std::vector<void*> outPtrs;       // [set][output]
+};
+
+std::string statsJson(std::vector<double> const& samples)
+{
+    double stats[kResultCount];
+    putStats(samples, stats);
+    std::ostringstream out;
+    out.precision(6);
+    out << "{\"median_us\": " << stats[kMedianUs] << ", \"p10_us\": " << stats[kP10Us]
+        << ", \"p90_us\": " << stats[kP90Us] << ", \"min_us\": " << stats[kMinUs]
+        << ", \"max_us\": " << stats[kMaxUs] << ", \"mean_us\": " << stats[kMeanUs]
+        << ", \"samples\": " << samples.size() << "}";
+    return out.str();
+}
+
+//! Median-timed replays of `graphs` (one per rotating set) with the wait kernel before each: microseconds per
+//! replay.
+std::vector<double> timeGraphs(std::vector<cudaGraphExec_t> const& graphs, int64_t repetitions,
+                               Options const& options, cudaStream_t stream)
+{
+    auto const count = static_cast<int64_t>(graphs.size());
+    int64_t const warm = std::max<int64_t>(3, count);
+    Events probe(1);
+    cudaOk(cudaEventRecord(probe.start[0], stream), "record");
+    for (int64_t r = 0; r < warm; ++r) cudaOk(cudaGraphLaunch(graphs[r % count], stream), "graph launch");
+    cudaOk(cudaEventRecord(probe.stop[0], stream), "record");
+    cudaOk(cudaStreamSynchronize(stream), "graph warm-up");
+    double const estimate = probe.us(0) / static_cast<double>(warm);
+    int64_t const reps = timeBoxed(repetitions, estimate, options.spinUs, options.maxSeconds);
+    uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
+    Events events(static_cast<size_t>(reps));
+    for (int64_t r = 0; r < reps; ++r)
+    {
+        if (spinNs) cudaOk(bench::launchSpin(spinNs, stream), "spin");
+        cudaOk(cudaEventRecord(events.start[r], stream), "record");
+        cudaOk(cudaGraphLaunch(graphs[r % count], stream), "graph launch");
+        cudaOk(cudaEventRecord(events.stop[r], stream), "record");
+    }
+    cudaOk(cudaStreamSynchronize(stream), "timed graph replays");
+    std::vector<double> samples;
+    for (int64_t r = 0; r < reps; ++r) samples.push_back(events.us(static_cast<size_t>(r)));
+    return samples;
+}
+
+//! A chain of plugins (spec: nodes "plugin#fields#io#sources" separated by '|', sources one per input: "in"
+//! for a new external input or "k.o" for output o of node k), one CUDA graph per forward, each forward on its
+//! own rotating set of external inputs; and the launch-latency floor: a graph of as many empty-kernel nodes.
+void chain(std::string const& spec, int64_t repetitions, Options const& options, std::string& json)
+{
+    if (repetitions < 1) fail("repetitions must be >= 1");
+    std::vector<std::string> const nodeSpecs = split(spec, '|');
+    if (nodeSpecs.empty()) fail("the chain names no node");
+    std::vector<std::unique_ptr<ChainNode>> nodes;
+    std::vector<TensorSpec> externals;
+    for (size_t i = 0; i < nodeSpecs.size(); ++i)
+    {
+        std::vector<std::string> const parts = splitAll(nodeSpecs[i], '#');
+        if (parts.size() != 4) fail("chain node '", nodeSpecs[i], "' is not plugin#fields#io#sources");
+        auto node = std::make_unique<ChainNode>();
+        node->plugin = parts[0];
+        node->planned = plan(parts[0], parts[1], parts[2]);
+        std::vector<std::string> const sources = split(parts[3], ',');
+        if (sources.size() != node->planned.inputs.size())
+            fail("chain node ", i, " (", parts[0], ") has ", node->planned.inputs.size(), " inputs but ",
+                 sources.size(), " sources");
+        for (size_t j = 0; j < sources.size(); ++j)
+        {
+            if (sources[j] == "in")
+            {
+                node->sources.emplace_back(-1, static_cast<int>(externals.size()));
+                externals.push_back(node->planned.inputs[j]);
+                continue;
+            }
+            size_t const dot = sources[j].find('.');
+            if (dot == std::string::npos) fail("chain source '", sources[j], "' is not 'in' or node.output");
+            int64_t const from = parseInteger(sources[j].substr(0, dot), "chain source");
+            int64_t const output = parseInteger(sources[j].substr(dot + 1), "chain source");
+            if (from < 0 || from >= static_cast<int64_t>(i) || output < 0 ||
+                output >= static_cast<int64_t>(nodes[from]->planned.outputs.size()))
+                fail("chain source '", sources[j], "' of node ", i, " is not an output of an earlier node");
+            TensorSpec const& produced = nodes[from]->planned.outputs[output];
+            if (!sameTensor(produced, node->planned.inputs[j]))
+                fail("chain node ", i, " input ", j, " is ", describe({node->planned.inputs[j]}),
+                     " but node ", from, " output ", output, " is ", describe({produced}));
+            node->sources.emplace_back(static_cast<int>(from), static_cast<int>(output));
+        }
+        node->attached.reset(
+            capabilitiesOf(node->planned.runtimePlugin.get()).runtime->attachToContext(&node->context));
+        if (!node->attached) fail("attachToContext returned null: ", errorsLogged());
+        node->planned.runtimePlugin.reset();
+        node->runtime = capabilitiesOf(node->attached.get()).runtime;
+        node->inDescs = runtimeDescs(node->planned.inputs);
+        node->outDescs = runtimeDescs(node->planned.outputs);
+        if (node->runtime->onShapeChange(node->inDescs.data(), static_cast<int32_t>(node->inDescs.size()),
+                                         node->outDescs.data(),
+                                         static_cast<int32_t>(node->outDescs.size())) != 0)
+            fail("onShapeChange of chain node ", i, " (", parts[0], ") failed: ", errorsLogged());
+        nodes.push_back(std::move(node));
+    }
+    if (externals.empty()) fail("the chain has no external input");
+
+    // ---- rotating sets of the external inputs (as run(): together > 2x L2 unless max_sets caps them); every
+    // set has its own intermediate and final outputs
+    size_t inSet = 0, need = 0;
+    std::vector<size_t> inPitch;
+    for (auto const& t : externals)
+    {
+        inSet += bytesOf(t);
+        inPitch.push_back(roundUp(std::max<size_t>(bytesOf(t), 1), kPitchAlignment));
+        need += inPitch.back();
+    }
+    for (auto& node : nodes)
+        for (auto const& t : node->planned.outputs)
+        {
+            node->outPitch.push_back(roundUp(std::max<size_t>(bytesOf(t), 1), kPitchAlignment));
+            need += node->outPitch.back();
+        }
+    double const rotate = options.rotateBytes > 0 ? options.rotateBytes : 2.0 * deviceL2Bytes() + 1;
+    int64_t sets = static_cast<int64_t>(std::ceil(rotate / static_cast<double>(std::max<size_t>(inSet, 1))));
+    sets = std::max<int64_t>(2, std::min<int64_t>(sets, options.maxSets));
+    size_t freeBytes = 0, totalBytes = 0;
+    cudaOk(cudaMemGetInfo(&freeBytes, &totalBytes), "cudaMemGetInfo");
+    double workspaceBytes = 0;
+    for (auto const& node : nodes) workspaceBytes += static_cast<double>(node->planned.workspaceBytes);
+    if (static_cast<double>(sets) * static_cast<double>(need) + workspaceBytes >
+        0.85 * static_cast<double>(freeBytes))
+        fail("the chain needs more GPU memory than is free for ", sets, " rotating sets");
+
+    Stream stream;
+    std::vector<std::unique_ptr<DeviceMemory>> inSlabs;
+    for (size_t e = 0; e < externals.size(); ++e)
+    {
+        size_t const slab = static_cast<size_t>(sets) * inPitch[e];
+        inSlabs.push_back(std::make_unique<DeviceMemory>(slab));
+        cudaOk(bench::fillNonZero(externals[e].type, inSlabs.back()->ptr,
+                                  slab / harness::sizeOf(externals[e].type), 7000003ULL * (e + 1),
+                                  stream.stream),
+               "fill chain inputs");
+    }
+    for (auto& node : nodes)
+    {
+        for (size_t o = 0; o < node->planned.outputs.size(); ++o)
+        {
+            size_t const slab = static_cast<size_t>(sets) * node->outPitch[o];
+            node->outSlabs.push_back(std::make_unique<DeviceMemory>(slab));
+            cudaOk(cudaMemsetAsync(node->outSlabs.back()->ptr, 0xFF, slab, stream.stream), "poison outputs");
+        }
+        node->workspace = std::make_unique<DeviceMemory>(node->planned.workspaceBytes);
+    }
+    for (auto& node : nodes)
+    {
+        for (int64_t s = 0; s < sets; ++s)
+        {
+            for (auto const& [from, index] : node->sources)
+            {
+                if (from < 0)
+                    node->inPtrs.push_back(static_cast<char*>(inSlabs[index]->ptr) + s * inPitch[index]);
+                else
+                    node->inPtrs.push_back(static_cast<char*>(nodes[from]->outSlabs[index]->ptr) +
+                                           s * nodes[from]->outPitch[index]);
+            }
+            for (size_t o = 0; o < node->outSlabs.size(); ++o)
+                node->outPtrs.push_back(static_cast<char*>(node->outSlabs[o]->ptr) + s * node->outPitch[o]);
+        }
+    }
+    cudaOk(cudaStreamSynchronize(stream.stream), "fill");
+
+    auto enqueueNode = [&](ChainNode& node, int64_t set)
+    {
+        size_t const nbIn = node.inDescs.size(), nbOut = node.outDescs.size();
+        int32_t const status =
+            node.runtime->enqueue(node.inDescs.data(), node.outDescs.data(), &node.inPtrs[set * nbIn],
+                                  &node.outPtrs[set * nbOut], node.workspace->ptr, stream.stream);
+        if (status != 0) fail(node.plugin, " enqueue returned ", status, ": ", errorsLogged());
+    };
+    auto forward = [&](int64_t set)
+    {
+        for (auto& node : nodes) enqueueNode(*node, set);
+    };
+
+    // ---- every set computed once (the tactics are timed on real intermediates), outputs checked
+    for (int64_t s = 0; s < sets; ++s) forward(s);
+    cudaOk(cudaStreamSynchronize(stream.stream), "chain forward");
+    for (auto& node : nodes)
+        for (size_t o = 0; o < node->outPtrs.size() && o < node->planned.outputs.size(); ++o)
+            checkWritten(node->planned.outputs[o], node->outPtrs[o], static_cast<int>(o));
+    std::string tactics;
+    for (auto& node : nodes)
+    {
+        ChainNode& current = *node;
+        int32_t const tactic = chooseTactic(
+            current.plugin, current.attached.get(), [&](int64_t set) { enqueueNode(current, set); }, sets,
+            true, 0, stream.stream);
+        tactics += (tactics.empty() ? "" : ", ") + std::to_string(tactic);
+    }
+
+    // ---- one graph per set, each one forward
+    Graphs graphs;
+    size_t nodesPerGraph = 0, kernelNodes = 0;
+    for (int64_t s = 0; s < sets; ++s)
+    {
+        cudaGraph_t graph = nullptr;
+        cudaOk(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "begin capture");
+        try
+        {
+            forward(s);
+        }
+        catch (...)
+        {
+            cudaStreamEndCapture(stream.stream, &graph);
+            if (graph) cudaGraphDestroy(graph);
+            throw;
+        }
+        cudaOk(cudaStreamEndCapture(stream.stream, &graph), "end capture (enqueue not capturable?)");
+        if (s == 0)
+        {
+            cudaOk(cudaGraphGetNodes(graph, nullptr, &nodesPerGraph), "cudaGraphGetNodes");
+            std::vector<cudaGraphNode_t> all(nodesPerGraph);
+            cudaOk(cudaGraphGetNodes(graph, all.data(), &nodesPerGraph), "cudaGraphGetNodes");
+            for (auto n : all)
+            {
+                cudaGraphNodeType type{};
+                cudaOk(cudaGraphNodeGetType(n, &type), "cudaGraphNodeGetType");
+                kernelNodes += type == cudaGraphNodeTypeKernel ? 1 : 0;
+            }
+        }
+        cudaGraphExec_t exec = nullptr;
+        cudaError_t const made = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        cudaOk(made, "cudaGraphInstantiate");
+        graphs.execs.push_back(exec);
+    }
+    std::vector<double> const forwardUs = timeGraphs(graphs.execs, repetitions, options, stream.stream);
+
+    // ---- the floor: one graph of as many empty-kernel nodes, timed the same way
+    Graphs empty;
+    {
+        cudaGraph_t graph = nullptr;
+        cudaOk(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "begin capture");
+        for (size_t i = 0; i < std::max<size_t>(nodesPerGraph, 1); ++i)
+            cudaOk(bench::launchEmpty(stream.stream), "empty");
+        cudaOk(cudaStreamEndCapture(stream.stream, &graph), "end capture");
+        cudaGraphExec_t exec = nullptr;
+        cudaError_t const made = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        cudaOk(made, "cudaGraphInstantiate");
+        empty.execs.push_back(exec);
+    }
+    std::vector<double> const floorUs = timeGraphs(empty.execs, repetitions, options, stream.stream);
+
+    std::ostringstream out;
+    out << "{\"forward\": " << statsJson(forwardUs) << ", \"floor\": " << statsJson(floorUs)
+        << ", \"graph_nodes\": " << nodesPerGraph << ", \"kernel_nodes\": " << kernelNodes
+        << ", \"rotation_sets\": " << sets << ", \"input_bytes\": " << inSet << ", \"tactics\": [" << tactics
+        << "]}";
+    json = out.str();
 }
 
 void copy(double bytesDouble, int64_t repetitions, Options const& options, double* results)
@@ -963,6 +1288,15 @@ extern "C"
                            run(plugin ? plugin : "", fields ? fields : "", io ? io : "", repetitions,
                                graphBatch, parseOptions(options), results, text);
                        });
+    }
+
+    __attribute__((visibility("default"))) int tpk_bench_chain(char const* spec, int repetitions,
+                                                               char const* options, char* message,
+                                                               int messageLength)
+    {
+        return guarded(message, messageLength,
+                       [&](std::string& text)
+                       { chain(spec ? spec : "", repetitions, parseOptions(options), text); });
     }
 
     __attribute__((visibility("default"))) int tpk_bench_copy(double bytes, int repetitions,

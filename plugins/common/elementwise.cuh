@@ -1,7 +1,14 @@
-// Vectorized elementwise launch shared by the activation plugins: 128-bit loads and stores, 4 vectors in
-// flight per thread, scalar tail. The op works on a run of consecutive elements converted to float,
-// `op(float (&values)[N], Index firstElement)`, so that it can hoist per-vector work (PReLU's channel
-// lookup); PerElement adapts a plain `float(float value, Index element)` op.
+// Vectorized elementwise launch shared by the activation plugins: 128-bit loads and stores, scalar tail. The
+// op works on a run of consecutive elements converted to float, `op(float (&values)[N], Index firstElement)`,
+// so that it can hoist per-vector work (PReLU's channel lookup); PerElement adapts a plain `float(float
+// value, Index element)` op.
+//
+// Two launch shapes (see plugins/benchmarks/results/NOTES-small-sizes.md), measured on an H100:
+// * large tensors (>= 65536 vectors, 1 MiB): 256-thread blocks, 4 vectors in flight per thread, the tail
+//   (count not a multiple of the vector width) done by block 0 after its vectors;
+// * small tensors (serving sizes): 128-thread blocks, one vector per thread, so that a tensor of a few
+//   thousand vectors spreads over many SMs instead of 4 to 8 of them; the tail elements go to a warp of
+//   their own, so that no thread or warp waits for two memory round trips.
 #pragma once
 
 #include "cuda_utils.cuh"
@@ -11,6 +18,10 @@ namespace trt_plugin_kit
 
 constexpr int kElementwiseBlock = 256;
 constexpr int kElementwiseUnroll = 4;
+constexpr int kElementwiseSmallBlock = 128;
+//! Below this many 16-byte vectors (8 MiB) the large shape's grid (1024 vectors a block) would leave SMs
+//! idle.
+constexpr int64_t kElementwiseLargeVectors = int64_t{1} << 19;
 
 template <typename ElementOp>
 struct PerElement
@@ -36,17 +47,59 @@ __device__ __forceinline__ T applyOne(Op const& op, T x, Index i)
     return fromFloat<T>(one[0]);
 }
 
+//! Small tensors: thread g converts vector g; the tail elements go to the threads from the next warp boundary
+//! on, so that no warp holds both (divergent paths run one after the other: a second memory round trip, 0.35
+//! us at [1, 500] FP16 on an H100). The load, the op (with loads of its own, such as PReLU's slopes, which
+//! the compiler issues beside the input's) and the store are one straight block.
+template <typename T, typename Index, typename Op>
+__global__ void __launch_bounds__(kElementwiseSmallBlock)
+    elementwiseSmallKernel(T const* __restrict__ x, T* __restrict__ y, Index count, Op op)
+{
+    constexpr int kVec = Vec16<T>::kSize;
+    Index const vecCount = count / kVec;
+    Index const g = static_cast<Index>(blockIdx.x) * kElementwiseSmallBlock + threadIdx.x;
+    if (g < vecCount)
+    {
+        Vec16<T> const in = loadVec(x + g * kVec);
+        float run[kVec];
+#pragma unroll
+        for (int k = 0; k < kVec; ++k)
+        {
+            run[k] = toFloat(in.v[k]);
+        }
+        op(run, g * kVec);
+        Vec16<T> out;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k)
+        {
+            out.v[k] = fromFloat<T>(run[k]);
+        }
+        storeVec(y + g * kVec, out);
+        return;
+    }
+    Index const tailThreads = (vecCount + 31) / 32 * 32;
+    if (g >= tailThreads)
+    {
+        Index const i = vecCount * kVec + (g - tailThreads);
+        if (i < count)
+        {
+            y[i] = applyOne(op, x[i], i);
+        }
+    }
+}
+
+//! Large tensors: Unroll vectors in flight per thread, every op before the first store.
 template <typename T, typename Index, typename Op>
 __global__ void __launch_bounds__(kElementwiseBlock)
     elementwiseKernel(T const* __restrict__ x, T* __restrict__ y, Index count, Op op)
 {
     constexpr int kVec = Vec16<T>::kSize;
+    constexpr int kUnroll = kElementwiseUnroll;
     Index const vecCount = count / kVec;
-    Index const firstVec =
-        static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kElementwiseUnroll) + threadIdx.x;
-    Vec16<T> values[kElementwiseUnroll];
+    Index const firstVec = static_cast<Index>(blockIdx.x) * (kElementwiseBlock * kUnroll) + threadIdx.x;
+    Vec16<T> values[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kElementwiseUnroll; ++u)
+    for (int u = 0; u < kUnroll; ++u)
     {
         Index const v = firstVec + u * kElementwiseBlock;
         if (v < vecCount)
@@ -54,30 +107,37 @@ __global__ void __launch_bounds__(kElementwiseBlock)
             values[u] = loadVec(x + v * kVec);
         }
     }
+    float runs[kUnroll][kVec];
 #pragma unroll
-    for (int u = 0; u < kElementwiseUnroll; ++u)
+    for (int u = 0; u < kUnroll; ++u)
     {
         Index const v = firstVec + u * kElementwiseBlock;
         if (v < vecCount)
         {
-            float run[kVec];
 #pragma unroll
             for (int k = 0; k < kVec; ++k)
             {
-                run[k] = toFloat(values[u].v[k]);
+                runs[u][k] = toFloat(values[u].v[k]);
             }
-            op(run, v * kVec);
+            op(runs[u], v * kVec);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+    {
+        Index const v = firstVec + u * kElementwiseBlock;
+        if (v < vecCount)
+        {
             Vec16<T> out;
 #pragma unroll
             for (int k = 0; k < kVec; ++k)
             {
-                out.v[k] = fromFloat<T>(run[k]);
+                out.v[k] = fromFloat<T>(runs[u][k]);
             }
             storeVec(y + v * kVec, out);
         }
     }
-    // Tail (count not a multiple of the vector width): handled by the first block.
-    if (blockIdx.x == 0)
+    if (blockIdx.x == 0)  // the tail, fewer than kVec elements
     {
         for (Index i = vecCount * kVec + threadIdx.x; i < count; i += kElementwiseBlock)
         {
@@ -108,10 +168,21 @@ cudaError_t launchElementwise(T const* x, T* y, int64_t count, Op op, cudaStream
     if (isAligned16(x) && isAligned16(y))
     {
         constexpr int kVec = Vec16<T>::kSize;
-        int64_t const perBlock = int64_t{kElementwiseBlock} * kElementwiseUnroll * kVec;
-        unsigned const grid = std::max(1U, ceilDiv(count, perBlock));
-        elementwiseKernel<T, Index, Op>
-            <<<grid, kElementwiseBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
+        int64_t const vectors = count / kVec;
+        if (vectors >= kElementwiseLargeVectors)
+        {
+            unsigned const grid = ceilDiv(vectors, int64_t{kElementwiseBlock} * kElementwiseUnroll);
+            elementwiseKernel<T, Index, Op>
+                <<<grid, kElementwiseBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
+        }
+        else
+        {
+            // One thread per vector, then, from the next warp boundary, one per tail element.
+            int64_t const threads = (vectors + 31) / 32 * 32 + (count - vectors * kVec);
+            unsigned const grid = ceilDiv(threads, kElementwiseSmallBlock);
+            elementwiseSmallKernel<T, Index, Op>
+                <<<grid, kElementwiseSmallBlock, 0, stream>>>(x, y, static_cast<Index>(count), op);
+        }
     }
     else
     {

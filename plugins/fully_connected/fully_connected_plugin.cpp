@@ -229,7 +229,11 @@ void FullyConnectedPlugin::buildPlan(int64_t n)
     void const* bias = mBias.empty()
                            ? nullptr
                            : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
-    int32_t const index = mTactic > 0 ? mTactic - 1 : 0;
+    // Own-kernel tactics keep cuBLASLt's first choice as the fallback for problems their kernel does not
+    // take.
+    mOwnKernel = mTactic > kCublasTactics;
+    mKernel = static_cast<FcKernel>(mOwnKernel ? mTactic - kCublasTactics - 1 : 0);
+    int32_t const index = mTactic > 0 && !mOwnKernel ? mTactic - 1 : 0;
     mPlan.build(mHandle.get(), mUploadedType, n, mK, mNumOutputs, bias,
                 kWorkspaceLimits[index / kCandidatesPerLimit], index % kCandidatesPerLimit);
     mPlannedN = n;
@@ -266,6 +270,19 @@ int32_t FullyConnectedPlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
     if (!mPlan.ready() || mPlannedN != inputDesc[0].dims.d[0] || workspace == nullptr)
     {
         return cudaErrorNotReady;  // onShapeChange did not run (or failed) for this shape.
+    }
+    if (mOwnKernel)
+    {
+        size_t const elementBytes = elementSize(mUploadedType);
+        void const* bias =
+            mBias.empty() ? nullptr
+                          : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
+        cudaError_t const launched = launchFcKernel(mKernel, mUploadedType, inputs[0], mDeviceWeights.data(),
+                                                    bias, outputs[0], mPlannedN, mK, mNumOutputs, stream);
+        if (launched != cudaErrorNotSupported)
+        {
+            return launched;
+        }
     }
     cublasStatus_t const status = mPlan.run(mHandle.get(), mDeviceWeights.data(), inputs[0], outputs[0],
                                             workspace, kWorkspaceBytes, stream);

@@ -1,4 +1,5 @@
-// FullyConnected: y[N, M] = x[N, K] . W^T + b with one cuBLASLt matmul, the bias fused into its epilogue.
+// FullyConnected: y[N, M] = x[N, K] . W^T + b with one cuBLASLt matmul (the bias fused into its epilogue) or,
+// as tactics for serving sizes, one of the plugin's own kernels (fully_connected_kernel.h).
 // Fields: weights (float32, [num_outputs, K] row-major), bias (optional float32, num_outputs values),
 //         num_outputs (int32). Input [N, K] or [N, C, H, W] (flattened after the batch dimension).
 // FP32 (exact FP32 compute, TF32 off) and FP16 (FP32 accumulation).
@@ -10,6 +11,7 @@
 
 #include "../common/device_buffer.h"
 #include "../common/plugin_base.h"
+#include "fully_connected_kernel.h"
 
 namespace trt_plugin_kit
 {
@@ -64,9 +66,13 @@ public:
     //! Tactics: cuBLASLt's heuristic candidates for the shape, asked with several workspace limits (the limit
     //! changes which kernels it proposes, e.g. split-K or not); TensorRT times them at build time. cuBLASLt's
     //! first choice at the full workspace is not always its fastest (FP32 N=4096 K=800 M=500 on an H100).
-    static constexpr int32_t kCandidatesPerLimit = 4;
+    static constexpr int32_t kCandidatesPerLimit = 8;
     static constexpr size_t kWorkspaceLimits[] = {kWorkspaceBytes, size_t{4} << 20, size_t{1} << 20, 0};
-    static constexpr int32_t kTactics = kCandidatesPerLimit * 4;
+    static constexpr int32_t kCublasTactics = kCandidatesPerLimit * 4;
+    //! Tactics kCublasTactics + 1 and up: the plugin's own kernels (fully_connected_kernel.h), in FcKernel
+    //! order. Where one does not apply (FP32 on tensor cores, an odd FP16 K), it runs cuBLASLt's first
+    //! choice.
+    static constexpr int32_t kTactics = kCublasTactics + static_cast<int32_t>(FcKernel::kCount);
 
     FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias, int32_t numOutputs);
 
@@ -114,6 +120,8 @@ private:
     MatmulPlan mPlan;
     int64_t mPlannedN{-1};
     int32_t mTactic{0};  // 0: cuBLASLt's first heuristic choice
+    bool mOwnKernel{false};
+    FcKernel mKernel{FcKernel::kDot1x8};
 };
 
 class FullyConnectedCreator final : public CreatorBase

@@ -79,6 +79,10 @@ void addActivationCases(Suite& suite)
     {
         suite.cases.push_back(preluCase(type, {1, 500}, false, true));  // LeNet's activation, batch 1
         suite.cases.push_back(preluCase(type, {64, 500}, false));
+        suite.cases.push_back(
+            preluCase(type, {1024, 500}, false));               // rows of channels, wrapping FP16 vectors
+        suite.cases.push_back(preluCase(type, {7, 9}, false));  // channels just above the FP16 vector
+        suite.cases.push_back(preluCase(type, {5, 3}, false));  // channels below the vector width
         suite.cases.push_back(preluCase(type, {2, 3, 5, 7}, false, true));  // odd sizes
         suite.cases.push_back(preluCase(type, {3, 17, 9}, true));           // shared slope
         suite.cases.push_back(preluCase(type, {11}, true));                 // rank 1, shared slope

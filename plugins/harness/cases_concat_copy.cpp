@@ -40,6 +40,11 @@ void addConcatCopyCases(Suite& suite)
         suite.cases.push_back(concatCase(type, {7}, {1}));
         suite.cases.push_back(concatCase(type, {4096, 33}, {1, 33}));
         suite.cases.push_back(concatCase(type, {1024, 64, 28}, {2048, 64, 28}));
+        // Serving sizes: b lands at an 8-byte offset in FP16 ([1, 500]), and a large-launch-shape copy.
+        suite.cases.push_back(concatCase(type, {1, 500}, {1, 500}));
+        suite.cases.push_back(concatCase(type, {64, 500}, {64, 500}));
+        suite.cases.push_back(concatCase(type, {3, 5}, {2, 5}));
+        suite.cases.push_back(concatCase(type, {2048, 2048}, {1024, 2048}));
     }
     suite.shapeErrors.push_back({"ConcatCopy",
                                  "dims after axis 0 differ",

@@ -78,6 +78,14 @@ void addFullyConnectedCases(Suite& suite)
         suite.cases.push_back(fcCase(type, {5, 3, 2, 2}, 9, true));
         suite.cases.push_back(fcCase(type, {4096, 800}, 500, true));  // large batch
         suite.cases.push_back(fcCase(type, {1024, 1}, 3, true));      // K = 1
+        // Serving sizes of the own-kernel tactics: LeNet fc1 and fc2 at batch 64 and 1024 (K = 500 takes the
+        // 4-byte loads in FP16), and partial tiles in every dimension.
+        suite.cases.push_back(fcCase(type, {64, 50, 4, 4}, 500, true));
+        suite.cases.push_back(fcCase(type, {1024, 50, 4, 4}, 500, true));
+        suite.cases.push_back(fcCase(type, {64, 500}, 10, true));
+        suite.cases.push_back(fcCase(type, {1024, 500}, 10, true));
+        suite.cases.push_back(fcCase(type, {130, 264}, 70, true));
+        suite.cases.push_back(fcCase(type, {67, 9}, 33, false));
     }
 
     auto reject = [&](std::string label, FieldSet fields, std::string expect) {

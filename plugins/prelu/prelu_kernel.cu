@@ -50,6 +50,30 @@ struct ChannelPerRunOp
     }
 };
 
+//! Rows of channels (`inner` == 1, e.g. LeNet's [N, 500] after a fully connected layer): one modulo per
+//! vector, then consecutive channels with a wrap, instead of a division and a modulo per element (which, with
+//! the slope load that waited on them, made PReLU [1024, 500] 1.5x slower than LeakyReLU on an H100). Needs
+//! channels >= N so that a run wraps at most once.
+template <typename Index>
+struct RowChannelsOp
+{
+    float const* slopes;
+    Index channels;
+    template <int N>
+    __device__ __forceinline__ void operator()(float (&values)[N], Index first) const
+    {
+        Index const c0 = first % channels;
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+        {
+            Index c = c0 + static_cast<Index>(k);
+            c = c >= channels ? c - channels : c;
+            float const slope = __ldg(slopes + c);
+            values[k] = values[k] > 0.F ? values[k] : values[k] * slope;
+        }
+    }
+};
+
 template <typename T>
 cudaError_t launchTyped(void const* x, void* y, int64_t count, float const* slopes, int64_t channels,
                         int64_t inner, cudaStream_t stream)
@@ -71,6 +95,16 @@ cudaError_t launchTyped(void const* x, void* y, int64_t count, float const* slop
         }
         return launchElementwise<T, int64_t>(in, out, count,
                                              ChannelPerRunOp<int64_t>{slopes, inner, channels}, stream);
+    }
+    if (inner == 1 && channels >= kVec)
+    {
+        if (count <= INT32_MAX)
+        {
+            RowChannelsOp<uint32_t> op{slopes, static_cast<uint32_t>(channels)};
+            return launchElementwise<T, uint32_t>(in, out, count, op, stream);
+        }
+        return launchElementwise<T, int64_t>(in, out, count, RowChannelsOp<int64_t>{slopes, channels},
+                                             stream);
     }
     if (count <= INT32_MAX)  // 32-bit index arithmetic: the channel division is much cheaper.
     {

@@ -1,0 +1,48 @@
+# Images on a plain Python base (no GPU, no NGC image), one target each:
+#   triton-cpu  `make serve`'s CPU variant: PyTriton's tritonserver, Python backend, the CPU configurations
+#               (compose profile "cpu"); started through scripts/serve.py, so its flags come from serving.py
+#   loadtest    the project's Locust load test, `python -m loadtests` (compose profile "loadtest")
+# Both lay the project out as a checkout in /opt/trt_plugin_kit with an editable install in /opt/venv,
+# exactly as `make venv` does on a host, so paths (model_repository/, models/onnx/, samples/) resolve alike.
+#
+# Build arguments (docker-compose.yml passes them on):
+#   PYTHON_IMAGE         base image with python3 >= 3.10 and its venv module (default python:3.11-slim)
+#   PIP_INSTALL_OPTIONS  extra pip options; offline: "--no-index --find-links=/wheelhouse", the wheels being
+#                        in docker/wheelhouse/ (make compose-test fills it on the host)
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS base
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PATH=/opt/venv/bin:${PATH}
+# The unprivileged user the server runs as; it owns nothing in the image.
+RUN groupadd --system --gid 10001 kit \
+ && useradd --system --uid 10001 --gid kit --home-dir /nonexistent --no-create-home --shell /usr/sbin/nologin kit \
+ && python3 -m venv /opt/venv
+WORKDIR /opt/trt_plugin_kit
+COPY pyproject.toml README.md ./
+COPY trt_plugin_kit trt_plugin_kit
+
+FROM base AS triton-cpu
+ARG PIP_INSTALL_OPTIONS=""
+RUN --mount=type=bind,source=docker/wheelhouse,target=/wheelhouse \
+    pip install ${PIP_INSTALL_OPTIONS} -e ".[serve]"
+COPY scripts/serve.py scripts/serve.py
+COPY model_repository model_repository
+COPY models/onnx models/onnx
+# All interfaces of the container; docker-compose.yml publishes the ports on the host's loopback only.
+ENV TRITON_VARIANT=cpu TRITON_HOST=0.0.0.0
+USER kit
+EXPOSE 8000 8001 8002
+CMD ["python", "scripts/serve.py"]
+
+FROM base AS loadtest
+ARG PIP_INSTALL_OPTIONS=""
+COPY clients clients
+COPY loadtests loadtests
+RUN --mount=type=bind,source=docker/wheelhouse,target=/wheelhouse \
+    pip install ${PIP_INSTALL_OPTIONS} -e ".[load]"
+# The digits sent when no MNIST set is mounted at the default place (docker-compose.yml).
+COPY samples/digits samples/digits
+# Matplotlib (the charts) needs a writable configuration folder; the root filesystem is read-only.
+ENV MPLCONFIGDIR=/tmp/matplotlib
+ENTRYPOINT ["python", "-m", "loadtests"]
