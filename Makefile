@@ -24,26 +24,36 @@ endif
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help venv trt-headers plugins harness-check pytest test compose-test lint format serve loadtest clean
+.PHONY: help venv test-venv trt-headers plugins harness-check pytest test compose-test lint format docs serve loadtest clean
 
 help:
-	@echo "make serve | make test | make compose-test | make plugins | make harness-check | make lint | make loadtest"
+	@echo "make serve | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
+# Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extra
+# ('.[rtx]': TensorRT for RTX, about 240 MB) on top of it.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,rtx]'
+	touch $@
+
 venv: $(VENV)/.installed
 
-# Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set.
-plugins: trt-headers
+test-venv: $(VENV)/.installed-test
+
+# Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
+# plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
+plugins: trt-headers venv
 	@mkdir -p $(BUILD_DIR)
 	@set -e; for v in $(TRT_VERSIONS); do \
 	  echo "== plugin library against TensorRT $$v headers"; \
 	  cmake -S plugins -B $(BUILD_DIR)/trt-$$v -DCMAKE_BUILD_TYPE=Release \
 	    -DTENSORRT_INCLUDE_DIR=$(if $(TRT_INCLUDE_DIR),$(abspath $(TRT_INCLUDE_DIR)),$(abspath $(TRT_VENDOR_DIR))/$$v/include) \
+	    -DTRT_PLUGIN_KIT_PYTHON=$(abspath $(PY)) \
 	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)") > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
 	    || { cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
 	  cmake --build $(BUILD_DIR)/trt-$$v -j $(JOBS); \
@@ -78,7 +88,7 @@ harness-check: plugins
 	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
 	done
 
-pytest: venv
+pytest: test-venv
 	$(PY) -m pytest -q
 
 # The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.
@@ -104,6 +114,10 @@ format: venv
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 	clang-format -i $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+
+# Rewrites the README tables generated from plugins/*/spec.yaml (tests fail while they are stale).
+docs: venv
+	$(PY) -m trt_plugin_kit.plugin_spec docs
 
 serve: venv
 	$(PY) -m trt_plugin_kit.serve $(SERVE_ARGS)

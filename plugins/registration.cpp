@@ -1,18 +1,15 @@
-// The library's entry points: every creator, registered when the library is loaded, and the two symbols
-// TensorRT's IPluginRegistry::loadLibrary (and trtexec --dynamicPlugins, Python load_library) looks for.
+// The library's entry points: the two symbols TensorRT's IPluginRegistry::loadLibrary (and trtexec
+// --dynamicPlugins, Python load_library) looks for, and the static registration of every creator that a
+// plugin's TRT_PLUGIN_KIT_REGISTER_CREATOR line adds (common/registration.h).
+#include "common/registration.h"
+
 #include <NvInferRuntime.h>
 
-#include <array>
-#include <atomic>
+#include <mutex>
+#include <vector>
 
 #include "common/logging.h"
 #include "common/plugin_base.h"
-#include "concat_copy/concat_copy_plugin.h"
-#include "fully_connected/fully_connected_plugin.h"
-#include "l2normalize/l2normalize_plugin.h"
-#include "leaky_relu/leaky_relu_plugin.h"
-#include "pool/pool_plugin.h"
-#include "prelu/prelu_plugin.h"
 
 // getPluginRegistry lives in libnvinfer. It is referenced weakly so that the library loads in processes
 // without TensorRT (our conformance harness provides its own registry under that name).
@@ -22,49 +19,67 @@ namespace trt_plugin_kit
 {
 namespace
 {
-L2NormalizeCreator gL2NormalizeCreator;
-PReluCreator gPReluCreator;
-LeakyReluCreator gLeakyReluCreator;
-FullyConnectedCreator gFullyConnectedCreator;
-PoolCreator gPoolCreator;
-ConcatCopyCreator gConcatCopyCreator;
+// Function-local statics: the registrations run from other translation units' static initializers, in an
+// order C++ leaves open, so nothing here may depend on being constructed first.
+std::vector<nvinfer1::IPluginCreatorInterface*>& creators() noexcept
+{
+    static std::vector<nvinfer1::IPluginCreatorInterface*> list;
+    return list;
+}
 
-std::array<nvinfer1::IPluginCreatorInterface*, 6> const gCreators{
-    &gL2NormalizeCreator,    &gPReluCreator, &gLeakyReluCreator,
-    &gFullyConnectedCreator, &gPoolCreator,  &gConcatCopyCreator};
-
-std::atomic<bool> gStaticallyRegistered{false};
+struct StaticallyRegistered
+{
+    std::mutex mutex;
+    std::vector<nvinfer1::IPluginCreatorInterface*> creators;
+};
+StaticallyRegistered& staticallyRegistered() noexcept
+{
+    static StaticallyRegistered registered;
+    return registered;
+}
 
 nvinfer1::IPluginRegistry* processRegistry() noexcept
 {
     return &::getPluginRegistry != nullptr ? ::getPluginRegistry() : nullptr;
 }
+}  // namespace
 
-//! Static registration, the equivalent of REGISTER_TENSORRT_PLUGIN: Triton's TensorRT backend only
-//! dlopen()s plugin libraries (or they come in through LD_PRELOAD) and never calls loadLibrary.
-struct StaticRegistration
+//! Static registration, the equivalent of REGISTER_TENSORRT_PLUGIN: Triton's TensorRT backend only dlopen()s
+//! plugin libraries (or they come in through LD_PRELOAD) and never calls loadLibrary. Without TensorRT in
+//! the process nothing is registered here; loadLibrary (getCreators) still works later.
+CreatorRegistration::CreatorRegistration(nvinfer1::IPluginCreatorInterface& creator) noexcept
 {
-    StaticRegistration() noexcept
+    try
     {
+        creators().push_back(&creator);
         nvinfer1::IPluginRegistry* registry = processRegistry();
         if (registry == nullptr)
         {
-            return;  // No TensorRT in this process yet; loadLibrary (getCreators) still works later.
+            return;
         }
-        bool all = true;
-        for (auto* creator : gCreators)
+        if (registry->registerCreator(creator, kPluginNamespace))
         {
-            all = registry->registerCreator(*creator, kPluginNamespace) && all;
+            std::lock_guard<std::mutex> lock(staticallyRegistered().mutex);
+            staticallyRegistered().creators.push_back(&creator);
         }
-        gStaticallyRegistered = all;
-        if (!all)
+        else
         {
-            logWarning("some creators were already registered (is the library loaded twice?)");
+            auto const* v3 = dynamic_cast<nvinfer1::IPluginCreatorV3One const*>(&creator);
+            logWarning(concat("creator ", v3 != nullptr ? v3->getPluginName() : "?",
+                              " was already registered (is the library loaded twice?)"));
         }
     }
-};
-StaticRegistration const gStaticRegistration;
-}  // namespace
+    catch (...)
+    {
+        logError("could not record a plugin creator (out of memory while loading the library)");
+    }
+}
+
+std::vector<nvinfer1::IPluginCreatorInterface*> const& libraryCreators() noexcept
+{
+    return creators();
+}
+
 }  // namespace trt_plugin_kit
 
 extern "C"
@@ -76,23 +91,25 @@ extern "C"
     }
 
     // Called by IPluginRegistry::loadLibrary, which then registers every creator itself. If the static
-    // initializer already registered them (TensorRT was in the process when the library was loaded), they are
-    // deregistered first, so that loadLibrary does not fail on duplicates and owns them with the library.
+    // registrations already registered them (TensorRT was in the process when the library was loaded), they
+    // are deregistered first, so that loadLibrary does not fail on duplicates and owns them with the library.
     __attribute__((visibility("default"))) nvinfer1::IPluginCreatorInterface* const* getCreators(
         int32_t& nbCreators)
     {
         using namespace trt_plugin_kit;
-        if (gStaticallyRegistered.exchange(false))
+        std::vector<nvinfer1::IPluginCreatorInterface*> registered;
         {
-            if (nvinfer1::IPluginRegistry* registry = processRegistry())
+            std::lock_guard<std::mutex> lock(staticallyRegistered().mutex);
+            registered.swap(staticallyRegistered().creators);
+        }
+        if (nvinfer1::IPluginRegistry* registry = registered.empty() ? nullptr : processRegistry())
+        {
+            for (auto* creator : registered)
             {
-                for (auto* creator : gCreators)
-                {
-                    registry->deregisterCreator(*creator);
-                }
+                registry->deregisterCreator(*creator);
             }
         }
-        nbCreators = static_cast<int32_t>(gCreators.size());
-        return gCreators.data();
+        nbCreators = static_cast<int32_t>(libraryCreators().size());
+        return libraryCreators().data();
     }
 }

@@ -12,7 +12,16 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION, export, lenet, mnist, train
+from trt_plugin_kit import (
+    PLUGIN_NAMESPACE,
+    PLUGIN_VERSION,
+    export,
+    lenet,
+    mnist,
+    plugin_nodes,
+    plugin_spec,
+    train,
+)
 
 TARGET_ACCURACY = 0.98
 
@@ -146,7 +155,9 @@ def test_interface_names_and_dynamic_dims():
     assert [d.dim_param for d in vector.type.tensor_type.shape.dim] == ["batch", "dim"]
 
 
-def test_plugin_nodes_carry_exactly_the_plugin_fields(weights):
+def test_plugin_nodes_carry_every_plugin_field(weights):
+    """One attribute per field, every field (TensorRT's parser warns about any it does not find): defaults
+    written out, unset optional fields (the FP32 pools' INT8 scales) as empty FLOATS."""
     model = onnx.load(export.onnx_path("mnist", "plugin"))
     domains = {o.domain: o.version for o in model.opset_import}
     assert domains[export.PLUGIN_DOMAIN] == 1
@@ -157,6 +168,9 @@ def test_plugin_nodes_carry_exactly_the_plugin_fields(weights):
         "kernel": onnx.AttributeProto.INTS,
         "stride": onnx.AttributeProto.INTS,
         "padding": onnx.AttributeProto.INTS,
+        "count_include_pad": onnx.AttributeProto.INT,
+        "input_scale": onnx.AttributeProto.FLOATS,  # empty: not set
+        "output_scale": onnx.AttributeProto.FLOATS,
         "weights": onnx.AttributeProto.FLOATS,
         "bias": onnx.AttributeProto.FLOATS,
         "slopes": onnx.AttributeProto.FLOATS,
@@ -168,13 +182,14 @@ def test_plugin_nodes_carry_exactly_the_plugin_fields(weights):
         attributes = {a.name: a for a in node.attribute}
         assert helper.get_attribute_value(attributes["plugin_version"]).decode() == PLUGIN_VERSION
         assert helper.get_attribute_value(attributes["plugin_namespace"]).decode() == PLUGIN_NAMESPACE
-        fields = set(attributes) - {"plugin_version", "plugin_namespace"}
-        assert fields <= set(export.PLUGIN_FIELDS[node.op_type]), node.name
+        names = [a.name for a in node.attribute if a.name not in plugin_nodes.LOOKUP_ATTRIBUTES]
+        assert names == list(plugin_spec.get(node.op_type).field_names), node.name
         for name, attribute in attributes.items():
             assert attribute.type == types[name], (node.name, name)
     pool1 = {a.name: helper.get_attribute_value(a) for a in custom[0].attribute}
     assert pool1["mode"] == b"max" and pool1["kernel"] == [2, 2] and pool1["stride"] == [2, 2]
-    assert pool1["padding"] == [0, 0]
+    assert pool1["padding"] == [0, 0] and pool1["count_include_pad"] == 0
+    assert pool1["input_scale"] == [] and pool1["output_scale"] == []
     fc1 = {a.name: helper.get_attribute_value(a) for a in custom[2].attribute}
     assert fc1["num_outputs"] == 500
     np.testing.assert_array_equal(np.asarray(fc1["weights"], np.float32), weights["fc1.weight"].reshape(-1))
@@ -196,7 +211,7 @@ def test_native_flavour_uses_standard_operators_only():
 
 def test_plugin_node_rejects_unknown_fields():
     with pytest.raises(ValueError, match="no field"):
-        export.plugin_node("Pool", ["x"], ["y"], "pool", kernal=[2, 2])
+        plugin_nodes.make_node("Pool", ["x"], ["y"], "pool", mode="max", kernal=[2, 2])
     with pytest.raises(ValueError, match="flavour"):
         export.build_l2norm("tensorrt")
 

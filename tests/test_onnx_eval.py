@@ -1,4 +1,4 @@
-"""The CPU chain of trust: the plugin flavour run by the NumPy evaluator (custom nodes = the plugin
+"""The CPU chain of trust: the plugin flavour run by the ONNX evaluator (custom nodes = the plugin
 references) agrees with the native flavour run by ONNX Runtime; the FP16/INT8 variants and the calibration."""
 
 from __future__ import annotations
@@ -226,7 +226,8 @@ def test_evaluator_input_checks_and_unknown_ops():
 
 
 def test_evaluator_standard_ops_match_onnxruntime_on_the_native_graph(validation, fp32_models):
-    """The evaluator's own Conv/MaxPool/Gemm/PRelu/Softmax agree with ONNX Runtime (used by calibration)."""
+    """The evaluator's standard operators (ONNX's ReferenceEvaluator: Conv/MaxPool/Gemm/PRelu/Softmax) agree
+    with ONNX Runtime (the calibration and the plugin graph rely on them)."""
     images = validation[0][:100]
     ours = onnx_eval.run(fp32_models[("mnist", "native")], {"image": images})["probabilities"]
     theirs = ort_run(fp32_models[("mnist", "native")], {"image": images})[0]

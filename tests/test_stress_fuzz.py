@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
+from trt_plugin_kit import plugin_spec
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = Path(os.environ.get("BUILD_DIR", REPO_ROOT / "build"))
 if not BUILD_DIR.is_absolute():
     BUILD_DIR = REPO_ROOT / BUILD_DIR
 TRT_VERSIONS = os.environ.get("TRT_VERSIONS", "10.13.3 11.1").split()
 CI_ITERATIONS = 2000
-PLUGINS = ("L2Normalize", "PReLU", "LeakyReLU", "FullyConnected", "Pool", "ConcatCopy")
+PLUGINS = tuple(plugin_spec.all_specs())  # one per plugin folder
 
 
 def built(version: str) -> tuple[Path, Path]:
@@ -72,6 +74,12 @@ def test_fuzzing_every_creator_finds_no_crash_and_every_rejection_is_logged(vers
         # The generator reaches both outcomes for every creator (ConcatCopy has no fields: few rejections).
         assert counts["accepted"] > 0 and counts["rejected"] > 0, summary
         assert counts["serialize round trips"] == counts["accepted"], summary
+        # Collections from the spec: the valid ones were all accepted, those breaking one rule all rejected.
+        valid, breaking = map(
+            int, re.search(r"spec: (\d+) valid .*, (\d+) breaking one rule", summary).groups()
+        )
+        assert valid > 0, summary
+        assert breaking > 0 or not plugin_spec.get(plugin).fields, summary
 
 
 def test_a_fuzz_iteration_reproduces_exactly_from_its_seed():

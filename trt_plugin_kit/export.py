@@ -4,10 +4,11 @@
     .venv/bin/python -m trt_plugin_kit.export --variants build/onnx   # also the FP16/INT8 graphs
 
 Flavours
-    *plugin*: the custom layers are nodes of domain :data:`PLUGIN_DOMAIN` whose ``op_type`` is the plugin
-    name and whose attributes are exactly the plugin fields, plus ``plugin_version`` = "1" and
-    ``plugin_namespace`` = "trt_plugin_kit" so that TensorRT's ONNX parser finds the plugin creator in the
-    registry. *native*: standard ONNX operators only (runs in ONNX Runtime, and in TensorRT without plugins).
+    *plugin*: the custom layers are plugin nodes built from the plugins' specs by
+    :func:`trt_plugin_kit.plugin_nodes.make_node`: ``op_type`` = creator name, one attribute per field (every
+    field, defaults included), plus ``plugin_version`` and ``plugin_namespace`` so that TensorRT's ONNX parser
+    finds the plugin creator in the registry. *native*: standard ONNX operators only (runs in ONNX Runtime,
+    and in TensorRT without plugins).
 
 Models (tensor names are interface, see the Triton configs)
     ``mnist``: ``image`` float32 [N,1,28,28] -> ``probabilities`` float32 [N,10] (LeNet-5, see
@@ -35,55 +36,25 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import cli_options, lenet, mnist
+from trt_plugin_kit import cli_options, lenet, mnist, plugin_nodes
 from trt_plugin_kit.interface import (
     FLAVOURS,
     L2NORM_INPUT,
     L2NORM_OUTPUT,
     MODELS_DIR,
     ONNX_DIR,
-    PLUGIN_NAMESPACE,
-    PLUGIN_VERSION,
+    PLUGIN_DOMAIN,
     PRECISIONS,
 )
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 
-PLUGIN_DOMAIN = "trt_plugin_kit"
 OPSET = 17
 WEIGHTS_PATH = MODELS_DIR / "lenet5_mnist.npz"
 INT8_SCALES_PATH = MODELS_DIR / "lenet5_mnist_int8_scales.json"
 
 L2NORM_EPS = 1e-12
 L2NORM_MAX_DIM = 4096  # longest vector the TensorRT engines are built for (optimization profile)
-
-# Custom ops of libtrt_plugin_kit.so and their field names (the only attributes besides the two below).
-PLUGIN_FIELDS = {
-    "L2Normalize": ("axis", "eps"),
-    "PReLU": ("slopes",),
-    "LeakyReLU": ("negative_slope",),
-    "FullyConnected": ("weights", "bias", "num_outputs"),
-    "Pool": ("mode", "kernel", "stride", "padding", "count_include_pad", "input_scale", "output_scale"),
-    "ConcatCopy": (),
-}
-PLUGIN_LOOKUP_ATTRIBUTES = ("plugin_version", "plugin_namespace")
 INT8_MAX = 127.0
-
-
-def plugin_node(op_type: str, inputs: list[str], outputs: list[str], name: str, **fields) -> onnx.NodeProto:
-    """A custom node that TensorRT's ONNX parser turns into our plugin ``op_type`` (fields as attributes)."""
-    unknown = set(fields) - set(PLUGIN_FIELDS[op_type])
-    if unknown:
-        raise ValueError(f"{op_type} has no field(s) {sorted(unknown)}; fields are {PLUGIN_FIELDS[op_type]}")
-    return helper.make_node(
-        op_type,
-        inputs,
-        outputs,
-        name=name,
-        domain=PLUGIN_DOMAIN,
-        plugin_version=PLUGIN_VERSION,
-        plugin_namespace=PLUGIN_NAMESPACE,
-        **fields,
-    )
 
 
 def _float_list(array: np.ndarray) -> list[float]:
@@ -120,7 +91,7 @@ def build_mnist(params: dict[str, np.ndarray], flavour: str) -> onnx.ModelProto:
 
     def pool(source: str, target: str) -> onnx.NodeProto:
         if flavour == "plugin":
-            return plugin_node(
+            return plugin_nodes.make_node(
                 "Pool", [source], [target], target, mode="max", kernel=[2, 2], stride=[2, 2], padding=[0, 0]
             )
         return helper.make_node(
@@ -134,10 +105,14 @@ def build_mnist(params: dict[str, np.ndarray], flavour: str) -> onnx.ModelProto:
     nodes.append(pool("conv2", "pool2"))
     if flavour == "plugin":
         fc = {"num_outputs": 500, "weights": _float_list(p["fc1.weight"]), "bias": _float_list(p["fc1.bias"])}
-        nodes.append(plugin_node("FullyConnected", ["pool2"], ["fc1"], "fc1", **fc))
-        nodes.append(plugin_node("PReLU", ["fc1"], ["prelu"], "prelu", slopes=_float_list(p["prelu.slopes"])))
+        nodes.append(plugin_nodes.make_node("FullyConnected", ["pool2"], ["fc1"], "fc1", **fc))
+        nodes.append(
+            plugin_nodes.make_node(
+                "PReLU", ["fc1"], ["prelu"], "prelu", slopes=_float_list(p["prelu.slopes"])
+            )
+        )
         fc = {"num_outputs": 10, "weights": _float_list(p["fc2.weight"]), "bias": _float_list(p["fc2.bias"])}
-        nodes.append(plugin_node("FullyConnected", ["prelu"], ["logits"], "fc2", **fc))
+        nodes.append(plugin_nodes.make_node("FullyConnected", ["prelu"], ["logits"], "fc2", **fc))
     else:
         for name in ("fc1.weight", "fc1.bias", "prelu.slopes", "fc2.weight", "fc2.bias"):
             initializers.append(numpy_helper.from_array(p[name], name))
@@ -187,7 +162,11 @@ def build_l2norm(flavour: str, eps: float = L2NORM_EPS) -> onnx.ModelProto:
     shape = ["batch", "dim"]
     initializers = []
     if flavour == "plugin":
-        nodes = [plugin_node("L2Normalize", [L2NORM_INPUT], [L2NORM_OUTPUT], "l2normalize", axis=-1, eps=eps)]
+        nodes = [
+            plugin_nodes.make_node(
+                "L2Normalize", [L2NORM_INPUT], [L2NORM_OUTPUT], "l2normalize", axis=-1, eps=eps
+            )
+        ]
     else:
         initializers.append(numpy_helper.from_array(np.array(eps, dtype=np.float32), "eps"))
         nodes = [
@@ -425,15 +404,8 @@ def to_int8(model: onnx.ModelProto, scales: dict[str, dict]) -> onnx.ModelProto:
         types[f"{source}_int8"] = TensorProto.INT8
         types[f"{target}_int8"] = TensorProto.INT8
         if node.domain == PLUGIN_DOMAIN:
-            pool = onnx.NodeProto()
-            pool.CopyFrom(node)
+            pool = plugin_nodes.with_fields(node, input_scale=s_in, output_scale=s_out)
             pool.input[0], pool.output[0] = f"{source}_int8", f"{target}_int8"
-            kept = [a for a in pool.attribute if a.name not in ("input_scale", "output_scale")]
-            del pool.attribute[:]
-            pool.attribute.extend(kept)
-            pool.attribute.extend(
-                [helper.make_attribute("input_scale", s_in), helper.make_attribute("output_scale", s_out)]
-            )
             new_nodes += [quantize, pool, dequantize_out]
         else:
             dequantize_in = helper.make_node(

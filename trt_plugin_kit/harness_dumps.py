@@ -20,48 +20,10 @@ from trt_plugin_kit import reference
 
 
 def _expected(plugin: str, fields: dict, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list]:
-    """Reference outputs and, per output, the magnitude errors are relative to (None: |value|)."""
-    x = inputs[0]
-    if plugin == "L2Normalize":
-        return [
-            reference.l2_normalize(
-                x.astype(np.float64), fields.get("axis", [-1])[0], fields.get("eps", [1e-12])[0]
-            )
-        ], [None]
-    if plugin == "PReLU":
-        return [reference.prelu(x.astype(np.float64), fields["slopes"])], [None]
-    if plugin == "LeakyReLU":
-        return [reference.leaky_relu(x.astype(np.float64), fields.get("negative_slope", [0.01])[0])], [None]
-    if plugin == "FullyConnected":
-        weights = np.asarray(fields["weights"], dtype=np.float64)
-        num_outputs = fields["num_outputs"][0]
-        bias = fields.get("bias")
-        x64 = x.astype(np.float64)
-        y = reference.fully_connected(x64, weights, bias, num_outputs)
-        w = weights.reshape(num_outputs, -1)
-        scale = np.abs(x64.reshape(x64.shape[0], -1)) @ np.abs(w).T
-        if bias is not None:
-            scale += np.abs(np.asarray(bias, dtype=np.float64))
-        return [y], [scale]
-    if plugin == "Pool":
-        kwargs = {
-            k: (
-                v[0]
-                if isinstance(v, list) and k in ("count_include_pad", "input_scale", "output_scale")
-                else v
-            )
-            for k, v in fields.items()
-        }
-        if x.dtype == np.int8:
-            return [reference.pool(x, **kwargs)], [None]
-        x64 = x.astype(np.float64)
-        # An average of mixed signs can cancel: errors are relative to the average of |x| over the window.
-        scale = reference.pool(np.abs(x64), **kwargs) if kwargs.get("mode") == "average" else None
-        return [reference.pool(x64, **kwargs)], [scale]
-    if plugin == "ConcatCopy":
-        out0, out1 = reference.concat_copy(inputs[0], inputs[1])
-        return [out0, out1], [None, None]
-    raise ValueError(f"unknown plugin {plugin!r}")
+    """Reference outputs (float inputs computed in float64) and, per output, the magnitude errors are
+    relative to (None: |value|), both from the reference registry."""
+    wide = [x.astype(np.float64) if np.issubdtype(x.dtype, np.floating) else x for x in inputs]
+    return list(reference.run(plugin, wide, fields)), list(reference.error_scales(plugin, wide, fields))
 
 
 def max_error(got: np.ndarray, want: np.ndarray, scale: np.ndarray | None) -> float:

@@ -89,7 +89,8 @@ FieldReader::FieldReader(char const* pluginName, nvinfer1::PluginFieldCollection
         PluginField const& f = fc->fields[i];
         check(f.name != nullptr, "field #", i, " has no name");
         std::string const name(f.name);
-        check(mFields.count(name) == 0, "field '", name, "' is given more than once");
+        check(mFields.count(name) == 0 && mEmpty.count(name) == 0, "field '", name,
+              "' is given more than once");
         bool isKnown = false;
         for (auto const& k : known)
         {
@@ -103,6 +104,13 @@ FieldReader::FieldReader(char const* pluginName, nvinfer1::PluginFieldCollection
         check(f.length >= 0 && f.length <= kMaxFieldElements, "field '", name, "' has invalid length ",
               f.length);
         check(f.length == 0 || f.data != nullptr, "field '", name, "' has length ", f.length, " but no data");
+        if (f.length == 0)
+        {
+            // Not set: how an ONNX node says so, since TensorRT's parser warns about every declared field
+            // missing from the node (our export writes an empty FLOATS/INTS attribute).
+            mEmpty.insert(name);
+            continue;
+        }
         mFields.emplace(name, f);
     }
 }

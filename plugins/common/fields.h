@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,8 @@ class FieldReader
 public:
     //! Throws PluginError for a malformed collection (negative count, null field array or name, duplicates).
     //! `known` lists the field names of the plugin; any other name is logged as a warning and ignored, so
-    //! newer writers and the ONNX parser's extra attributes don't break older readers.
+    //! newer writers and the ONNX parser's extra attributes don't break older readers. A field of length 0 is
+    //! not set (as if absent): an ONNX node writes an unset optional field as an empty attribute.
     FieldReader(char const* pluginName, nvinfer1::PluginFieldCollection const* fc,
                 std::vector<std::string> const& known);
 
@@ -34,7 +36,7 @@ public:
     std::optional<int32_t> getInt(std::string const& name) const;
     std::optional<float> getFloat(std::string const& name) const;
     std::optional<std::string> getString(std::string const& name) const;
-    // Arrays: length >= 1 (an empty array is an error: leave the field out instead).
+    // Arrays: length >= 1 (an empty array is not set, see the constructor).
     std::optional<std::vector<int32_t>> getInts(std::string const& name) const;
     std::optional<std::vector<float>> getFloats(std::string const& name) const;
 
@@ -47,6 +49,7 @@ private:
 
     std::string mPlugin;
     std::map<std::string, nvinfer1::PluginField> mFields;
+    std::set<std::string> mEmpty;  // given with length 0 (not set); kept to report duplicates
 };
 
 //! Accumulates fields for getFieldsToSerialize / getFieldNames. Storage lives as long as the writer, and

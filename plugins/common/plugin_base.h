@@ -14,6 +14,7 @@
 #include "checks.h"
 #include "fields.h"
 #include "logging.h"
+#include "registration.h"
 
 namespace trt_plugin_kit
 {

@@ -107,4 +107,6 @@ std::unique_ptr<PluginBase> ConcatCopyCreator::create(PluginFieldCollection cons
     return std::make_unique<ConcatCopyPlugin>();
 }
 
+TRT_PLUGIN_KIT_REGISTER_CREATOR(ConcatCopyCreator);
+
 }  // namespace trt_plugin_kit

@@ -341,4 +341,6 @@ std::unique_ptr<PluginBase> FullyConnectedCreator::create(PluginFieldCollection 
     return std::make_unique<FullyConnectedPlugin>(std::move(weights), std::move(bias), numOutputs);
 }
 
+TRT_PLUGIN_KIT_REGISTER_CREATOR(FullyConnectedCreator);
+
 }  // namespace trt_plugin_kit

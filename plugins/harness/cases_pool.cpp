@@ -51,6 +51,11 @@ FieldSet poolFields(PoolSpec const& p, bool int8)
     {
         fields.addFloat("input_scale", p.inputScale).addFloat("output_scale", p.outputScale);
     }
+    else
+    {
+        // Unset, the way an ONNX node writes them (TensorRT's parser passes every attribute): empty fields.
+        fields.addFloats("input_scale", {}).addFloats("output_scale", {});
+    }
     return fields;
 }
 

@@ -3,20 +3,25 @@
 // (setLoggerFinder + getCreators), and drives every plugin through TensorRT's call sequence.
 //
 //   plugin_harness --library build/libtrt_plugin_kit.so [--cpu-only] [--filter TEXT] [--dump DIR] [--verbose]
+//   plugin_harness --library build/libtrt_plugin_kit.so --describe    (JSON: what each creator declares)
 //
 // Without a CUDA device only the checks that need no GPU run (fields, shapes, formats, serialize round trip).
+// The plugins expected, and their field declarations, come from plugins/*/spec.yaml (plugin_specs.h).
 // The last line is "harness: N passed, M failed"; the exit code is non-zero when anything failed.
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "cases.h"
+#include "plugin_specs.h"
 #include "runner.h"
+#include "sequence.h"
+#include "tool_support.h"
 #include "trt_fakes.h"
 
 using namespace harness;
@@ -45,8 +50,143 @@ int usage()
 {
     std::fprintf(stderr,
                  "usage: plugin_harness --library PATH [--cpu-only] [--filter TEXT] [--max-elements N] "
-                 "[--dump DIR] [--verbose]\n");
+                 "[--dump DIR] [--verbose] | --library PATH --describe\n");
     return 2;
+}
+
+char const* fieldTypeName(nvinfer1::PluginFieldType type)
+{
+    switch (type)
+    {
+        case nvinfer1::PluginFieldType::kFLOAT32:
+            return "float32";
+        case nvinfer1::PluginFieldType::kINT32:
+            return "int32";
+        case nvinfer1::PluginFieldType::kCHAR:
+            return "char";
+        default:
+            return "other";
+    }
+}
+
+//! The declared fields as "name:type:length,..." (the form the spec check compares).
+std::string declaredFields(nvinfer1::PluginFieldCollection const* fc)
+{
+    std::string out;
+    for (int32_t i = 0; fc != nullptr && i < fc->nbFields; ++i)
+    {
+        nvinfer1::PluginField const& f = fc->fields[i];
+        out += std::string(i ? "," : "") + (f.name ? f.name : "?") + ":" + fieldTypeName(f.type) + ":" +
+               std::to_string(f.length);
+    }
+    return out;
+}
+
+std::string declaredFields(PluginSpec const& spec)
+{
+    std::string out;
+    for (size_t i = 0; i < spec.fields.size(); ++i)
+    {
+        FieldSpec const& f = spec.fields[i];
+        out +=
+            std::string(i ? "," : "") + f.name + ":" + fieldTypeName(f.type) + ":" + std::to_string(f.length);
+    }
+    return out;
+}
+
+//! Tensor types as the specs name them.
+std::string specTypeName(nvinfer1::DataType type)
+{
+    switch (type)
+    {
+        case nvinfer1::DataType::kFLOAT:
+            return "float32";
+        case nvinfer1::DataType::kHALF:
+            return "float16";
+        default:
+            return typeName(type);
+    }
+}
+
+std::string jsonString(std::string const& text)
+{
+    std::string out = "\"";
+    for (char c : text)
+    {
+        if (c == '"' || c == '\\') out += '\\';
+        out += (static_cast<unsigned char>(c) < 32) ? ' ' : c;
+    }
+    return out + "\"";
+}
+
+//! A plugin built from the spec's example (required fields only): what it serializes (its defaults) and the
+//! types it accepts for input 0 in the linear format, as JSON members.
+std::string describeExample(nvinfer1::IPluginCreatorV3One* creator, PluginSpec const& spec,
+                            RecordingLogger& logger)
+{
+    FieldSet example = spec.example;
+    logger.take();
+    PluginPtr plugin(
+        creator->createPlugin("describe", example.collection(), nvinfer1::TensorRTPhase::kBUILD));
+    if (!plugin) return "\"example_error\": " + jsonString(errorsLogged(logger));
+    std::string problem;
+    Capabilities caps = capabilitiesOf(plugin.get(), spec.name, problem);
+    if (!problem.empty()) return "\"example_error\": " + jsonString(problem);
+    FieldSet serialized;
+    nvinfer1::PluginFieldCollection const* fc = caps.runtime->getFieldsToSerialize();
+    for (int32_t i = 0; fc != nullptr && i < fc->nbFields; ++i)
+    {
+        nvinfer1::PluginField const& f = fc->fields[i];
+        auto const* bytes = static_cast<uint8_t const*>(f.data);
+        size_t const size = static_cast<size_t>(f.length) * fieldTypeSize(f.type);
+        serialized.addRaw(f.name, f.type, std::vector<uint8_t>(bytes, bytes + size), f.length);
+    }
+    int32_t const nbIn = static_cast<int32_t>(spec.inputTypes.size());
+    std::string types;
+    for (auto type : {nvinfer1::DataType::kFLOAT, nvinfer1::DataType::kHALF, nvinfer1::DataType::kINT8,
+                      nvinfer1::DataType::kINT32, nvinfer1::DataType::kBOOL, nvinfer1::DataType::kUINT8,
+                      nvinfer1::DataType::kBF16, nvinfer1::DataType::kINT64})
+    {
+        std::vector<TensorSpec> all(static_cast<size_t>(nbIn + spec.nbOutputs),
+                                    TensorSpec{type, makeDims({2, 3})});
+        auto descs = dynamicDescs(all);
+        if (caps.build->supportsFormatCombination(0, descs.data(), nbIn, spec.nbOutputs))
+            types += std::string(types.empty() ? "" : ", ") + "\"" + specTypeName(type) + "\"";
+    }
+    logger.take();
+    return "\"serialized\": " + serialized.toJson() + ", \"input0_types\": [" + types + "]";
+}
+
+//! --describe: every registered creator as JSON (names, declared fields, what the spec's example builds).
+int describe(RecordingLogger& logger)
+{
+    int32_t n = 0;
+    auto* const* creators = HarnessRegistry::instance().getAllCreators(&n);
+    std::ostringstream out;
+    out << "{\"creators\": [";
+    for (int32_t i = 0; i < n; ++i)
+    {
+        auto* v3 = asV3Creator(creators[i]);
+        if (v3 == nullptr) continue;
+        out << (i ? ",\n  " : "\n  ") << "{\"name\": " << jsonString(v3->getPluginName())
+            << ", \"version\": " << jsonString(v3->getPluginVersion())
+            << ", \"namespace\": " << jsonString(v3->getPluginNamespace()) << ", \"fields\": [";
+        nvinfer1::PluginFieldCollection const* fc = v3->getFieldNames();
+        for (int32_t f = 0; fc != nullptr && f < fc->nbFields; ++f)
+        {
+            out << (f ? ", " : "")
+                << "{\"name\": " << jsonString(fc->fields[f].name ? fc->fields[f].name : "")
+                << ", \"type\": \"" << fieldTypeName(fc->fields[f].type)
+                << "\", \"length\": " << fc->fields[f].length << "}";
+        }
+        out << "]";
+        for (auto const& spec : pluginSpecs())
+            if (spec.name == v3->getPluginName()) out << ", " << describeExample(v3, spec, logger);
+        out << "}";
+    }
+    out << "\n]}\n";
+    std::fputs(out.str().c_str(), stdout);
+    return 0;
 }
 }  // namespace
 
@@ -55,7 +195,7 @@ int main(int argc, char** argv)
     std::string library, filter;
     int64_t maxElements = -1;  // --max-elements: skip larger cases (sanitizer runs are 10-100x slower)
     RunOptions options;
-    bool cpuOnly = false, verbose = false;
+    bool cpuOnly = false, verbose = false, describeOnly = false;
     for (int i = 1; i < argc; ++i)
     {
         std::string const arg = argv[i];
@@ -72,10 +212,30 @@ int main(int argc, char** argv)
             cpuOnly = true;
         else if (arg == "--verbose")
             verbose = true;
+        else if (arg == "--describe")
+            describeOnly = true;
         else
             return usage();
     }
     if (library.empty()) return usage();
+
+    if (describeOnly)
+    {
+        RecordingLogger logger;
+        HarnessLoggerFinder finder(&logger);
+        try
+        {
+            PluginLibrary plugins(library);
+            plugins.setLoggerFinder(&finder);
+            plugins.loadLibrary();
+            return describe(logger);
+        }
+        catch (std::exception const& e)
+        {
+            std::fprintf(stderr, "plugin_harness: %s\n", e.what());
+            return 1;
+        }
+    }
 
     int deviceCount = 0;
     options.gpu = !cpuOnly && cudaGetDeviceCount(&deviceCount) == cudaSuccess && deviceCount > 0;
@@ -104,14 +264,19 @@ int main(int argc, char** argv)
     HarnessLoggerFinder finder(&logger);
 
     // ---- 1. dlopen, as Triton's TensorRT backend or LD_PRELOAD: the static initializer registers.
-    void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr)
+    std::unique_ptr<PluginLibrary> plugins;
+    try
     {
-        std::printf("FAIL dlopen %s :: %s\nharness: 0 passed, 1 failed\n", library.c_str(), dlerror());
+        plugins = std::make_unique<PluginLibrary>(library);
+    }
+    catch (std::exception const& e)
+    {
+        std::printf("FAIL %s\nharness: 0 passed, 1 failed\n", e.what());
         return 1;
     }
-    std::set<std::string> const expectedNames{"L2Normalize",    "PReLU", "LeakyReLU",
-                                              "FullyConnected", "Pool",  "ConcatCopy"};
+    std::set<std::string> expectedKeys;  // one creator per plugin folder's spec
+    for (auto const& spec : pluginSpecs())
+        expectedKeys.insert("trt_plugin_kit::" + spec.name + "@" + spec.version);
     auto registeredNames = []
     {
         std::set<std::string> names;
@@ -125,37 +290,38 @@ int main(int argc, char** argv)
         }
         return names;
     };
-    std::set<std::string> expectedKeys;
-    for (auto const& n : expectedNames) expectedKeys.insert("trt_plugin_kit::" + n + "@1");
     counts.record(
         registeredNames() == expectedKeys && HarnessRegistry::instance().size() == expectedKeys.size(),
         "registry: static registration on dlopen",
         std::to_string(HarnessRegistry::instance().size()) + " creators");
 
     // ---- 2. the loadLibrary path: exported entry points, logger hand-over, no duplicate registration.
-    using SetLoggerFinder = void (*)(nvinfer1::ILoggerFinder*);
-    auto setLoggerFinder = reinterpret_cast<SetLoggerFinder>(dlsym(handle, "setLoggerFinder"));
-    bool const exported = setLoggerFinder != nullptr && dlsym(handle, "getCreators") != nullptr;
-    if (setLoggerFinder) setLoggerFinder(&finder);
-    auto* loaded = HarnessRegistry::instance().loadLibrary(library.c_str());
-    counts.record(exported && loaded != nullptr && registeredNames() == expectedKeys &&
+    bool const exported = plugins->exportsEntryPoints();
+    std::string loadProblem;
+    try
+    {
+        plugins->setLoggerFinder(&finder);
+        plugins->loadLibrary();
+    }
+    catch (std::exception const& e)
+    {
+        loadProblem = e.what();
+    }
+    counts.record(exported && loadProblem.empty() && registeredNames() == expectedKeys &&
                       HarnessRegistry::instance().size() == expectedKeys.size(),
                   "registry: setLoggerFinder/getCreators exported, loadLibrary registers each creator once",
-                  "");
+                  loadProblem);
 
-    // ---- 3. field declarations
-    for (auto const& name : expectedNames)
+    // ---- 3. field declarations: names, types and lengths as the plugin's spec.yaml lists them
+    for (auto const& spec : pluginSpecs())
     {
-        auto* creator = findCreator(name);
+        auto* creator = findCreator(spec.name);
         auto const* fc = creator ? creator->getFieldNames() : nullptr;
         bool ok = fc != nullptr && fc->nbFields >= 0 && (fc->nbFields == 0 || fc->fields != nullptr);
-        std::string names;
-        for (int32_t i = 0; ok && i < fc->nbFields; ++i)
-        {
-            ok = fc->fields[i].name != nullptr;
-            names += std::string(i ? "," : "") + (ok ? fc->fields[i].name : "?");
-        }
-        counts.record(ok, "getFieldNames " + name, names);
+        std::string const declared = ok ? declaredFields(fc) : "no field declarations";
+        ok = ok && declared == declaredFields(spec);
+        counts.record(ok, "getFieldNames " + spec.name + " matches its spec",
+                      ok ? declared : "declared " + declared + ", spec " + declaredFields(spec));
     }
 
     // ---- 4. the suites
@@ -198,8 +364,7 @@ int main(int argc, char** argv)
         }
     }
 
-    if (setLoggerFinder) setLoggerFinder(nullptr);
-    HarnessRegistry::instance().deregisterLibrary(loaded);
+    plugins.reset();  // hands the logger back, closes loadLibrary's handle
     std::printf("harness: %d passed, %d failed\n", counts.passed, counts.failed);
     return counts.failed == 0 ? 0 : 1;
 }

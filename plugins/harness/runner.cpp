@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "sequence.h"
+#include "tool_support.h"
 
 namespace harness
 {
@@ -139,29 +140,6 @@ void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& input
     }
 }
 
-struct DeviceAllocation
-{
-    void* ptr{nullptr};
-    size_t bytes{0};
-    explicit DeviceAllocation(size_t n) : bytes(n)
-    {
-        if (n > 0) cudaOk(cudaMalloc(&ptr, n), "cudaMalloc");
-    }
-    ~DeviceAllocation()
-    {
-        if (ptr) cudaFree(ptr);
-    }
-    DeviceAllocation(DeviceAllocation const&) = delete;
-    DeviceAllocation& operator=(DeviceAllocation const&) = delete;
-};
-
-struct StreamGuard
-{
-    cudaStream_t stream{nullptr};
-    StreamGuard() { cudaOk(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate"); }
-    ~StreamGuard() { cudaStreamDestroy(stream); }
-};
-
 void writeNpy(std::string const& path, HostTensor const& t)
 {
     char const* descr = t.type == DataType::kFLOAT  ? "<f4"
@@ -262,44 +240,44 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         std::vector<Reference> references(c.outputs.size());
         c.generate(inputs, references, rng);
 
-        std::vector<std::unique_ptr<DeviceAllocation>> dIn, dOut;
+        std::vector<std::unique_ptr<DeviceMemory>> dIn, dOut;
         std::vector<void const*> inPtrs;
         std::vector<void*> outPtrs;
         for (auto const& t : inputs)
         {
-            dIn.push_back(std::make_unique<DeviceAllocation>(t.bytes.size()));
-            cudaOk(cudaMemcpy(dIn.back()->ptr, t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice),
+            dIn.push_back(std::make_unique<DeviceMemory>(t.bytes.size()));
+            cudaOk(cudaMemcpy(dIn.back()->get(), t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice),
                    "upload");
-            inPtrs.push_back(dIn.back()->ptr);
+            inPtrs.push_back(dIn.back()->get());
         }
         std::vector<HostTensor> outputs;
         for (auto const& s : c.outputs)
         {
             outputs.emplace_back(s.type, s.dims);
-            dOut.push_back(std::make_unique<DeviceAllocation>(outputs.back().bytes.size()));
-            outPtrs.push_back(dOut.back()->ptr);
+            dOut.push_back(std::make_unique<DeviceMemory>(outputs.back().bytes.size()));
+            outPtrs.push_back(dOut.back()->get());
         }
-        DeviceAllocation workspace(workspaceBytes);
-        StreamGuard stream;
+        DeviceMemory workspace(workspaceBytes);
+        Stream stream;
         auto poison = [&]
         {
             for (auto const& d : dOut)
-                if (d->bytes) cudaOk(cudaMemset(d->ptr, 0xFF, d->bytes), "poison outputs");  // NaN / -1
+                if (d->bytes()) cudaOk(cudaMemset(d->get(), 0xFF, d->bytes()), "poison outputs");  // NaN / -1
             cudaOk(cudaDeviceSynchronize(), "sync");
         };
         auto download = [&](std::vector<HostTensor>& into)
         {
             for (size_t o = 0; o < into.size(); ++o)
-                cudaOk(cudaMemcpy(into[o].bytes.data(), dOut[o]->ptr, into[o].bytes.size(),
+                cudaOk(cudaMemcpy(into[o].bytes.data(), dOut[o]->get(), into[o].bytes.size(),
                                   cudaMemcpyDeviceToHost),
                        "download");
         };
 
         poison();
         if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
-                                          outPtrs.data(), workspace.ptr, stream.stream) != 0)
+                                          outPtrs.data(), workspace.get(), stream.get()) != 0)
             failStep("enqueue failed: ", errorsLogged(logger));
-        cudaOk(cudaStreamSynchronize(stream.stream), "kernel execution");
+        cudaOk(cudaStreamSynchronize(stream.get()), "kernel execution");
         download(outputs);
 
         std::ostringstream detail;
@@ -330,9 +308,9 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
                     failStep("setTactic(", tactic, ") failed: ", errorsLogged(logger));
                 poison();
                 if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
-                                                  outPtrs.data(), workspace.ptr, stream.stream) != 0)
+                                                  outPtrs.data(), workspace.get(), stream.get()) != 0)
                     failStep("enqueue with tactic ", tactic, " failed: ", errorsLogged(logger));
-                cudaOk(cudaStreamSynchronize(stream.stream), "kernel execution (tactic)");
+                cudaOk(cudaStreamSynchronize(stream.get()), "kernel execution (tactic)");
                 std::vector<HostTensor> tactical;
                 for (auto const& spec : c.outputs) tactical.emplace_back(spec.type, spec.dims);
                 download(tactical);
@@ -352,25 +330,19 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         // ---- the same enqueue captured in a CUDA graph (global capture mode: any forbidden call such as a
         // synchronization or an allocation inside enqueue breaks the capture) and replayed
         poison();
-        cudaGraph_t graph = nullptr;
-        cudaOk(cudaStreamBeginCapture(stream.stream, cudaStreamCaptureModeGlobal), "begin capture");
+        CapturedGraph graph(stream.get());
         int32_t const captured =
             attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
-                                          outPtrs.data(), workspace.ptr, stream.stream);
-        cudaError_t const endStatus = cudaStreamEndCapture(stream.stream, &graph);
+                                          outPtrs.data(), workspace.get(), stream.get());
+        cudaError_t const endStatus = graph.finish();
         if (captured != 0 || endStatus != cudaSuccess)
         {
-            if (graph) cudaGraphDestroy(graph);
             failStep("enqueue is not capturable in a CUDA graph: ", cudaGetErrorString(endStatus), " ",
                      errorsLogged(logger));
         }
-        cudaGraphExec_t exec = nullptr;
-        cudaOk(cudaGraphInstantiate(&exec, graph, 0), "graph instantiate");
-        cudaError_t launch = cudaGraphLaunch(exec, stream.stream);
-        if (launch == cudaSuccess) launch = cudaGraphLaunch(exec, stream.stream);  // replay twice
-        if (launch == cudaSuccess) launch = cudaStreamSynchronize(stream.stream);
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
+        cudaError_t launch = graph.launch();
+        if (launch == cudaSuccess) launch = graph.launch();  // replay twice
+        if (launch == cudaSuccess) launch = cudaStreamSynchronize(stream.get());
         cudaOk(launch, "graph replay");
         std::vector<HostTensor> replayed;
         for (auto const& s : c.outputs) replayed.emplace_back(s.type, s.dims);

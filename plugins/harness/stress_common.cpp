@@ -1,6 +1,5 @@
 #include "stress_common.h"
 
-#include <dlfcn.h>
 #include <malloc.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "plugin_specs.h"
 #include "runner.h"
 
 namespace stress
@@ -24,8 +24,12 @@ using namespace nvinfer1;
 
 std::vector<std::string> const& pluginNames()
 {
-    static std::vector<std::string> const names{"L2Normalize",    "PReLU", "LeakyReLU",
-                                                "FullyConnected", "Pool",  "ConcatCopy"};
+    static std::vector<std::string> const names = []
+    {
+        std::vector<std::string> out;
+        for (auto const& spec : harness::pluginSpecs()) out.push_back(spec.name);
+        return out;
+    }();
     return names;
 }
 
@@ -38,43 +42,17 @@ void Counts::record(bool pass, std::string const& what, std::string const& detai
 }
 
 // ---------------------------------------------------------------- library
-LoadedLibrary::LoadedLibrary(std::string const& path, harness::RecordingLogger& logger) : mFinder(&logger)
+LoadedLibrary::LoadedLibrary(std::string const& path, harness::RecordingLogger& logger)
+    : mFinder(&logger), mLibrary(path)
 {
-    mHandle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (mHandle == nullptr)
-    {
-        throw std::runtime_error("dlopen " + path + ": " + dlerror());
-    }
-    mSetLoggerFinder = reinterpret_cast<void (*)(ILoggerFinder*)>(dlsym(mHandle, "setLoggerFinder"));
-    if (mSetLoggerFinder == nullptr)
-    {
-        throw std::runtime_error(path + " does not export setLoggerFinder");
-    }
-    mSetLoggerFinder(&mFinder);
-    mLoaded = harness::HarnessRegistry::instance().loadLibrary(path.c_str());
-    if (mLoaded == nullptr)
-    {
-        throw std::runtime_error("loadLibrary(" + path + ") failed (see the message above)");
-    }
+    mLibrary.setLoggerFinder(&mFinder);
+    mLibrary.loadLibrary();
     for (auto const& name : pluginNames())
     {
         if (harness::findCreator(name) == nullptr)
         {
             throw std::runtime_error("no creator trt_plugin_kit::" + name + " v1 after loading " + path);
         }
-    }
-}
-
-LoadedLibrary::~LoadedLibrary()
-{
-    if (mSetLoggerFinder != nullptr)
-    {
-        mSetLoggerFinder(nullptr);
-    }
-    // The creators live in the library: it stays loaded (as in Triton) and only the extra handles go.
-    if (mLoaded != nullptr)
-    {
-        dlclose(mLoaded);
     }
 }
 
@@ -125,35 +103,6 @@ MemorySample sampleMemory(int64_t cycle)
     statm >> sizePages >> residentPages;
     sample.hostRss = residentPages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
     return sample;
-}
-
-DeviceMemory::DeviceMemory(size_t bytes) : mBytes(bytes)
-{
-    if (bytes > 0)
-    {
-        cudaOk(cudaMalloc(&mPtr, bytes), "cudaMalloc");
-    }
-}
-
-DeviceMemory::~DeviceMemory()
-{
-    if (mPtr != nullptr)
-    {
-        cudaFree(mPtr);
-    }
-}
-
-Stream::Stream()
-{
-    cudaOk(cudaStreamCreateWithFlags(&mStream, cudaStreamNonBlocking), "cudaStreamCreate");
-}
-
-Stream::~Stream()
-{
-    if (mStream != nullptr)
-    {
-        cudaStreamDestroy(mStream);
-    }
 }
 
 harness::Suite const& conformanceSuite()

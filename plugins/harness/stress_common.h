@@ -1,6 +1,6 @@
 // Shared pieces of plugin_stress (see STRESS.md): loading the library as TensorRT does, counting results,
 // owning plugins, building tensor descriptions, comparing outputs with float64 references, sampling memory.
-// A few helpers mirror runner.cpp's (kept there unchanged so that plugin_harness behaves exactly as before).
+// CUDA resources and the library loader come from tool_support.h (shared with plugin_harness).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,12 +14,13 @@
 
 #include "cases.h"
 #include "sequence.h"
+#include "tool_support.h"
 #include "trt_fakes.h"
 
 namespace stress
 {
 
-//! The six plugins of the library, in the order every subcommand runs them.
+//! The plugins of the library (one per plugin folder's spec), in the order every subcommand runs them.
 std::vector<std::string> const& pluginNames();
 
 //! PASS/FAIL lines on stdout and the totals of the final "stress: N passed, M failed" line.
@@ -40,17 +41,12 @@ private:
 class LoadedLibrary
 {
 public:
-    //! Throws std::runtime_error with the reason when the library cannot be loaded or registers nothing.
+    //! Throws std::runtime_error with the reason when the library cannot be loaded or lacks a creator.
     LoadedLibrary(std::string const& path, harness::RecordingLogger& logger);
-    ~LoadedLibrary();
-    LoadedLibrary(LoadedLibrary const&) = delete;
-    LoadedLibrary& operator=(LoadedLibrary const&) = delete;
 
 private:
-    harness::HarnessLoggerFinder mFinder;
-    void* mHandle{nullptr};
-    void* mLoaded{nullptr};
-    void (*mSetLoggerFinder)(nvinfer1::ILoggerFinder*){nullptr};
+    harness::HarnessLoggerFinder mFinder;  // outlives mLibrary, which hands it back on destruction
+    harness::PluginLibrary mLibrary;
 };
 
 // The TensorRT-call helpers live in sequence.h (shared with plugin_harness).
@@ -78,34 +74,8 @@ struct MemorySample
 };
 MemorySample sampleMemory(int64_t cycle);
 
-//! Device buffer for the stress runs (inputs, outputs, workspace); freed by its destructor.
-class DeviceMemory
-{
-public:
-    explicit DeviceMemory(size_t bytes);
-    ~DeviceMemory();
-    DeviceMemory(DeviceMemory const&) = delete;
-    DeviceMemory& operator=(DeviceMemory const&) = delete;
-    void* get() const { return mPtr; }
-    size_t bytes() const { return mBytes; }
-
-private:
-    void* mPtr{nullptr};
-    size_t mBytes{0};
-};
-
-class Stream
-{
-public:
-    Stream();
-    ~Stream();
-    Stream(Stream const&) = delete;
-    Stream& operator=(Stream const&) = delete;
-    cudaStream_t get() const { return mStream; }
-
-private:
-    cudaStream_t mStream{nullptr};
-};
+using harness::DeviceMemory;
+using harness::Stream;
 
 //! The conformance suite (every add*Cases of the harness), built once.
 harness::Suite const& conformanceSuite();

@@ -1,5 +1,8 @@
 // plugin_stress fuzz: generated field collections for every creator in kBUILD and kRUNTIME, then the calls
-// TensorRT makes on whatever was accepted (serialize round trip, build calls, random shapes).
+// TensorRT makes on whatever was accepted (serialize round trip, build calls, random shapes). What is valid
+// comes from the plugins' specs (plugin_specs.h): collections the spec allows must be accepted, collections
+// that break one rule of the spec must be rejected with an error naming the field, and accepted plugins must
+// build with the spec's plausible shape.
 //
 // Every collection is honest about its memory: a field's data holds at least length * element-size bytes
 // (lengths above the library's kMaxFieldElements point into a read-only mapping that large). A collection
@@ -18,6 +21,7 @@
 #include <sstream>
 
 #include "../common/fields.h"  // kMaxFieldElements: the documented largest array field
+#include "plugin_specs.h"
 #include "runner.h"
 #include "stress_common.h"
 
@@ -635,83 +639,195 @@ std::string mutateName(std::string const& name, Rng& rng)
 
 std::vector<std::string> const& allFieldNames()
 {
-    static std::vector<std::string> const names{
-        "axis",        "eps",          "slopes",         "negative_slope",  "weights", "bias",
-        "num_outputs", "mode",         "kernel",         "stride",          "padding", "count_include_pad",
-        "input_scale", "output_scale", "plugin_version", "plugin_namespace"};
+    static std::vector<std::string> const names = []
+    {
+        std::vector<std::string> out{"plugin_version",
+                                     "plugin_namespace"};  // the ONNX node's lookup attributes
+        for (auto const& spec : harness::pluginSpecs())
+            for (auto const& f : spec.fields)
+                if (std::find(out.begin(), out.end(), f.name) == out.end()) out.push_back(f.name);
+        return out;
+    }();
     return names;
 }
 
-// ---------------------------------------------------------------- valid collections per plugin
-FuzzCollection validCollection(std::string const& plugin, Rng& rng)
+harness::PluginSpec const& specOf(std::string const& plugin)
+{
+    for (auto const& spec : harness::pluginSpecs())
+        if (spec.name == plugin) return spec;
+    throw std::runtime_error("no spec for plugin " + plugin);
+}
+
+// ---------------------------------------------------------------- collections from the spec
+//! One field being drafted: numbers (int32 or float32 values) or a string.
+struct Draft
+{
+    harness::FieldSpec const* spec{nullptr};
+    PluginFieldType type{PluginFieldType::kINT32};
+    std::vector<double> numbers;
+    std::string text;
+    bool countNul{true};
+
+    FuzzField field() const
+    {
+        if (type == PluginFieldType::kCHAR) return stringField(spec->name, text, countNul);
+        if (type == PluginFieldType::kFLOAT32)
+            return floatsField(spec->name, std::vector<float>(numbers.begin(), numbers.end()));
+        std::vector<int32_t> ints;
+        for (double v : numbers) ints.push_back(static_cast<int32_t>(v));
+        return intsField(spec->name, ints);
+    }
+};
+
+//! The value a field has in a collection: drafted, else its default (or the field it defaults to).
+std::vector<double> effective(harness::PluginSpec const& spec, std::map<std::string, Draft> const& drafts,
+                              std::string const& name)
+{
+    auto it = drafts.find(name);
+    if (it != drafts.end()) return it->second.numbers;
+    harness::FieldSpec const* f = spec.field(name);
+    if (f != nullptr && !f->defaultFrom.empty()) return effective(spec, drafts, f->defaultFrom);
+    return f != nullptr ? f->defaultNumbers : std::vector<double>{};
+}
+
+//! A value of element `index` of `f` within the spec's range.
+double validNumber(harness::PluginSpec const& spec, harness::FieldSpec const& f,
+                   std::map<std::string, Draft> const& drafts, size_t index, Rng& rng)
+{
+    if (!f.numberChoices.empty()) return rng.pick(f.numberChoices);
+    bool const isInt = f.type == PluginFieldType::kINT32;
+    std::optional<double> lo = f.min, hi = f.max;
+    if (!lo && f.greaterThan) lo = *f.greaterThan + (isInt ? 1.0 : 1e-3);
+    if (!f.lessThan.empty())
+    {
+        std::vector<double> const bound = effective(spec, drafts, f.lessThan);
+        if (index < bound.size()) hi = std::min(hi.value_or(bound[index] - 1), bound[index] - 1);
+    }
+    if (isInt)
+    {
+        int64_t const low = static_cast<int64_t>(lo.value_or(-3));
+        int64_t high = static_cast<int64_t>(hi.value_or(static_cast<double>(low + 8)));
+        if (high - low > 64) high = low + 8;  // small, plausible values (kernels of 1..9, not of 65536)
+        return static_cast<double>(rng.range(low, std::max(low, high)));
+    }
+    if (lo && hi) return rng.uniform(*lo, *hi);
+    if (lo) return f.min && rng.chance(0.2) ? *lo : rng.uniform(*lo, *lo + 10.0);  // the boundary too
+    if (hi) return rng.uniform(*hi - 10.0, *hi);
+    return rng.uniform(-2.0, 2.0);
+}
+
+Draft validDraft(harness::PluginSpec const& spec, harness::FieldSpec const& f,
+                 std::map<std::string, Draft> const& drafts, Rng& rng)
+{
+    Draft d;
+    d.spec = &f;
+    d.type = f.type;
+    if (f.type == PluginFieldType::kCHAR)
+    {
+        d.text = f.stringChoices.empty() ? "text" : rng.pick(f.stringChoices);
+        d.countNul = rng.chance(0.8);
+        return d;
+    }
+    int64_t count = f.length > 0 ? f.length : (rng.chance(0.3) ? 1 : rng.range(1, 64));
+    if (!f.lengthEquals.empty()) count = static_cast<int64_t>(effective(spec, drafts, f.lengthEquals).at(0));
+    if (!f.lengthMultipleOf.empty())
+        count = static_cast<int64_t>(effective(spec, drafts, f.lengthMultipleOf).at(0)) * rng.range(1, 64);
+    for (int64_t i = 0; i < count; ++i)
+        d.numbers.push_back(validNumber(spec, f, drafts, static_cast<size_t>(i), rng));
+    return d;
+}
+
+//! Fields that others refer to (ranges, lengths, defaults) come first.
+std::vector<harness::FieldSpec const*> draftingOrder(harness::PluginSpec const& spec)
+{
+    std::vector<harness::FieldSpec const*> first, then;
+    for (auto const& f : spec.fields)
+    {
+        bool referenced = false;
+        for (auto const& other : spec.fields)
+            referenced = referenced || other.lessThan == f.name || other.lengthEquals == f.name ||
+                         other.lengthMultipleOf == f.name || other.defaultFrom == f.name;
+        (referenced ? first : then).push_back(&f);
+    }
+    first.insert(first.end(), then.begin(), then.end());
+    return first;
+}
+
+std::map<std::string, Draft> validDrafts(harness::PluginSpec const& spec, Rng& rng,
+                                         std::string const& alwaysInclude = "")
+{
+    std::map<std::string, Draft> drafts;
+    for (auto const* f : draftingOrder(spec))
+    {
+        if (f->required || f->name == alwaysInclude || rng.chance(0.6))
+            drafts.emplace(f->name, validDraft(spec, *f, drafts, rng));
+    }
+    return drafts;
+}
+
+FuzzCollection collectionOf(std::map<std::string, Draft> const& drafts, std::string origin, Rng& rng)
 {
     FuzzCollection c;
-    c.origin = "valid";
-    auto& f = c.fields;
-    if (plugin == "L2Normalize")
-    {
-        if (rng.chance(0.7)) f.push_back(intsField("axis", {static_cast<int32_t>(rng.range(-8, 7))}));
-        if (rng.chance(0.7))
-            f.push_back(
-                floatsField("eps", {rng.chance(0.3) ? 0.F : static_cast<float>(rng.uniform(0.0, 10.0))}));
-    }
-    else if (plugin == "PReLU")
-    {
-        std::vector<float> slopes(static_cast<size_t>(rng.chance(0.3) ? 1 : rng.range(1, 64)));
-        for (float& s : slopes) s = static_cast<float>(rng.uniform(-1.0, 1.0));
-        f.push_back(floatsField("slopes", slopes));
-    }
-    else if (plugin == "LeakyReLU")
-    {
-        if (rng.chance(0.8))
-            f.push_back(floatsField("negative_slope", {static_cast<float>(rng.uniform(-2.0, 2.0))}));
-    }
-    else if (plugin == "FullyConnected")
-    {
-        int32_t const m = static_cast<int32_t>(rng.range(1, 16));
-        int32_t const k = static_cast<int32_t>(rng.range(1, 64));
-        std::vector<float> weights(static_cast<size_t>(m * k));
-        for (float& w : weights) w = static_cast<float>(rng.uniform(-1.0, 1.0));
-        f.push_back(floatsField("weights", weights));
-        f.push_back(intsField("num_outputs", {m}));
-        if (rng.chance(0.5))
-        {
-            std::vector<float> bias(static_cast<size_t>(m));
-            for (float& b : bias) b = static_cast<float>(rng.uniform(-1.0, 1.0));
-            f.push_back(floatsField("bias", bias));
-        }
-    }
-    else if (plugin == "Pool")
-    {
-        f.push_back(stringField("mode", rng.chance(0.5) ? "max" : "average", rng.chance(0.8)));
-        int32_t const kh = static_cast<int32_t>(rng.range(1, 7));
-        int32_t const kw = static_cast<int32_t>(rng.range(1, 7));
-        f.push_back(intsField("kernel", {kh, kw}));
-        if (rng.chance(0.6))
-            f.push_back(intsField(
-                "stride", {static_cast<int32_t>(rng.range(1, 5)), static_cast<int32_t>(rng.range(1, 5))}));
-        if (rng.chance(0.5))
-            f.push_back(intsField("padding", {static_cast<int32_t>(rng.range(0, kh - 1)),
-                                              static_cast<int32_t>(rng.range(0, kw - 1))}));
-        if (rng.chance(0.4))
-            f.push_back(intsField("count_include_pad", {static_cast<int32_t>(rng.below(2))}));
-        if (rng.chance(0.4))
-        {
-            f.push_back(floatsField("input_scale", {static_cast<float>(rng.uniform(0.001, 1.0))}));
-            if (rng.chance(0.8))
-                f.push_back(floatsField("output_scale", {static_cast<float>(rng.uniform(0.001, 1.0))}));
-        }
-    }
-    // ConcatCopy has no fields: the valid collection is empty (or null, below).
-    for (size_t i = f.size(); i > 1; --i)
-    {
-        std::swap(f[i - 1], f[rng.below(i)]);
-    }
-    if (f.empty() && rng.chance(0.3))
-    {
-        c.shape = FuzzCollection::Shape::kNull;
-    }
+    c.origin = std::move(origin);
+    for (auto const& entry : drafts) c.fields.push_back(entry.second.field());
+    for (size_t i = c.fields.size(); i > 1; --i) std::swap(c.fields[i - 1], c.fields[rng.below(i)]);
     return c;
+}
+
+//! Fields the spec allows: createPlugin must accept them.
+FuzzCollection validCollection(std::string const& plugin, Rng& rng)
+{
+    FuzzCollection c = collectionOf(validDrafts(specOf(plugin), rng), "valid", rng);
+    if (c.fields.empty() && rng.chance(0.3)) c.shape = FuzzCollection::Shape::kNull;
+    return c;
+}
+
+//! Valid fields but for one rule of the spec: createPlugin must reject them, naming the field. Without a
+//! breakable rule (no fields), a valid collection.
+FuzzCollection violatingCollection(std::string const& plugin, Rng& rng, std::string& field)
+{
+    harness::PluginSpec const& spec = specOf(plugin);
+    if (spec.fields.empty()) return validCollection(plugin, rng);
+    harness::FieldSpec const& f = spec.fields[rng.below(spec.fields.size())];
+    std::map<std::string, Draft> drafts = validDrafts(spec, rng, f.name);
+    Draft& d = drafts.at(f.name);
+    bool const isFloat = f.type == PluginFieldType::kFLOAT32, isChar = f.type == PluginFieldType::kCHAR;
+    std::vector<std::string> rules{"wrong type"};
+    if (f.required) rules.push_back("missing");
+    if (isFloat) rules.push_back("not finite");
+    if (f.min) rules.push_back("below min");
+    if (f.max) rules.push_back("above max");
+    if (f.greaterThan) rules.push_back("not greater");
+    if (!f.numberChoices.empty() || !f.stringChoices.empty()) rules.push_back("not a choice");
+    if (!f.lessThan.empty()) rules.push_back("not less");
+    if (f.length > 0 || !f.lengthEquals.empty()) rules.push_back("wrong length");
+    if (!f.lengthMultipleOf.empty() && effective(spec, drafts, f.lengthMultipleOf).at(0) >= 2)
+        rules.push_back("not a multiple");
+    std::string const rule = rng.pick(rules);
+    size_t const at = d.numbers.empty() ? 0 : rng.below(d.numbers.size());
+    if (rule == "missing")
+        drafts.erase(f.name);
+    else if (rule == "wrong type")
+        d.type = isChar || isFloat ? PluginFieldType::kINT32 : PluginFieldType::kFLOAT32;
+    else if (rule == "not finite")
+        d.numbers[at] = std::numeric_limits<double>::quiet_NaN();
+    else if (rule == "below min")
+        d.numbers[at] = isFloat ? *f.min - std::max(1e-3, std::fabs(*f.min) * 0.5) : *f.min - 1;
+    else if (rule == "above max")
+        d.numbers[at] = isFloat ? *f.max + std::max(1e-3, std::fabs(*f.max) * 0.5) : *f.max + 1;
+    else if (rule == "not greater")
+        d.numbers[at] = *f.greaterThan - (rng.chance(0.5) ? 0.0 : 1.0);
+    else if (rule == "not a choice" && isChar)
+        d.text = d.text + "x";
+    else if (rule == "not a choice")
+        d.numbers[at] = *std::max_element(f.numberChoices.begin(), f.numberChoices.end()) + 1;
+    else if (rule == "not less")
+        d.numbers[at] = effective(spec, drafts, f.lessThan).at(at);
+    else  // a length the spec does not allow: one value more
+        d.numbers.push_back(d.numbers.empty() ? 1.0 : d.numbers.back());
+    if (isChar && rule == "wrong type") d.numbers = {0.0};
+    field = f.name;
+    return collectionOf(drafts, "spec violation (" + f.name + ": " + rule + ")", rng);
 }
 
 //! The suite's field sets for `plugin` (conformance cases and rejections) as fuzz seeds.
@@ -870,13 +986,18 @@ void mutate(FuzzCollection& c, Rng& rng, std::vector<DeclaredField> const& decla
 }
 
 FuzzCollection generate(std::string const& plugin, Rng& rng, std::vector<DeclaredField> const& declared,
-                        std::vector<FuzzCollection> const& corpus)
+                        std::vector<FuzzCollection> const& corpus, std::string& violatedField)
 {
     FuzzCollection c;
+    violatedField.clear();
     double const p = rng.uniform();
     if (p < 0.10)
     {
         c = validCollection(plugin, rng);
+    }
+    else if (p < 0.20)
+    {
+        c = violatingCollection(plugin, rng, violatedField);
     }
     else if (p < 0.45)
     {
@@ -967,76 +1088,60 @@ struct Plausible
     std::vector<harness::TensorSpec> outputs;
 };
 
-//! Shapes every plugin accepting these (serialized) fields must build with, and the outputs it must report.
+//! The serialized integer fields, for the spec's shape rules.
+class ReadBackValues : public harness::FieldValues
+{
+public:
+    explicit ReadBackValues(ReadBack const& fields) : mFields(fields) {}
+    int64_t value(std::string const& field, int64_t index) const override
+    {
+        auto const& values = mFields.ints.at(field);
+        return values.at(static_cast<size_t>(index));
+    }
+    int64_t length(std::string const& field) const override
+    {
+        if (mFields.ints.count(field)) return static_cast<int64_t>(mFields.ints.at(field).size());
+        if (mFields.floats.count(field)) return static_cast<int64_t>(mFields.floats.at(field).size());
+        return static_cast<int64_t>(mFields.strings.at(field).size());
+    }
+
+private:
+    ReadBack const& mFields;
+};
+
+//! Shapes every plugin accepting these (serialized) fields must build with, and the outputs it must report:
+//! the spec's `shapes`, evaluated on the fields.
 std::optional<Plausible> plausibleShapes(std::string const& plugin, ReadBack const& f, std::string& problem)
 {
-    auto const fp32 = DataType::kFLOAT;
-    auto spec = [&](std::vector<int64_t> dims) { return harness::TensorSpec{fp32, harness::makeDims(dims)}; };
+    harness::PluginSpec const& spec = specOf(plugin);
+    ReadBackValues const values(f);
+    auto evaluate = [&](std::vector<harness::DimRule> const& rules)
+    {
+        std::vector<int64_t> dims;
+        for (auto const& rule : rules) dims.push_back(rule(values));
+        return harness::TensorSpec{DataType::kFLOAT, harness::makeDims(dims)};
+    };
     Plausible p;
-    if (plugin == "L2Normalize" || plugin == "LeakyReLU")
+    try
     {
-        p.inputs = {spec({2, 1, 3, 1, 2, 1, 1, 4})};  // rank 8: every axis in [-8, 7] exists
-        p.outputs = p.inputs;
+        for (auto const& rules : spec.shapeInputs) p.inputs.push_back(evaluate(rules));
+        for (auto const& rules : spec.shapeOutputs) p.outputs.push_back(evaluate(rules));
     }
-    else if (plugin == "PReLU")
+    catch (std::out_of_range const&)
     {
-        auto it = f.floats.find("slopes");
-        if (it == f.floats.end() || it->second.empty())
-        {
-            problem = "serialized fields have no slopes";
-            return std::nullopt;
-        }
-        int64_t const s = static_cast<int64_t>(it->second.size());
-        p.inputs = {spec({2, s == 1 ? 3 : s, 3})};
-        p.outputs = p.inputs;
-    }
-    else if (plugin == "FullyConnected")
-    {
-        auto w = f.floats.find("weights");
-        auto m = f.ints.find("num_outputs");
-        if (w == f.floats.end() || m == f.ints.end() || m->second.size() != 1 || m->second[0] <= 0)
-        {
-            problem = "serialized fields have no weights / num_outputs";
-            return std::nullopt;
-        }
-        int64_t const outputs = m->second[0];
-        int64_t const k = static_cast<int64_t>(w->second.size()) / outputs;
-        p.inputs = {spec({2, k})};
-        p.outputs = {spec({2, outputs})};
-    }
-    else if (plugin == "Pool")
-    {
-        auto pair = [&](char const* name, int64_t fallback0, int64_t fallback1) -> std::array<int64_t, 2>
-        {
-            auto it = f.ints.find(name);
-            if (it == f.ints.end() || it->second.size() != 2) return {fallback0, fallback1};
-            return {it->second[0], it->second[1]};
-        };
-        auto const kernel = pair("kernel", 0, 0);
-        auto const stride = pair("stride", kernel[0], kernel[1]);
-        auto const padding = pair("padding", 0, 0);
-        if (kernel[0] < 1 || kernel[1] < 1 || stride[0] < 1 || stride[1] < 1)
-        {
-            problem = "serialized kernel/stride not positive";
-            return std::nullopt;
-        }
-        std::array<int64_t, 2> in{}, out{};
-        for (int a = 0; a < 2; ++a)
-        {
-            in[a] = kernel[a] + stride[a];
-            out[a] = (in[a] + 2 * padding[a] - kernel[a]) / stride[a] + 1;
-        }
-        p.inputs = {spec({1, 2, in[0], in[1]})};
-        p.outputs = {spec({1, 2, out[0], out[1]})};
-    }
-    else if (plugin == "ConcatCopy")
-    {
-        p.inputs = {spec({2, 3}), spec({4, 3})};
-        p.outputs = {spec({6, 3}), spec({2, 3})};
-    }
-    else
-    {
+        problem = "the serialized fields lack one the spec's shapes use";
         return std::nullopt;
+    }
+    for (auto const& spec_ : p.inputs)
+    {
+        for (int32_t d = 0; d < spec_.dims.nbDims; ++d)
+        {
+            if (spec_.dims.d[d] < 1)
+            {
+                problem = "the spec's shapes give a non-positive input dimension for these fields";
+                return std::nullopt;
+            }
+        }
     }
     return p;
 }
@@ -1271,9 +1376,7 @@ std::string shapeTrial(Capabilities const& build, Capabilities const& runtime, i
 
 int32_t plausibleRankOf(std::string const& plugin)
 {
-    if (plugin == "Pool") return 4;
-    if (plugin == "FullyConnected" || plugin == "ConcatCopy") return 2;
-    return 3;
+    return static_cast<int32_t>(specOf(plugin).shapeInputs.at(0).size());
 }
 
 struct PluginStats
@@ -1286,6 +1389,8 @@ struct PluginStats
     int64_t shapeTrials{0};
     int64_t shapeErrors{0};
     int64_t badPhases{0};
+    int64_t specValid{0};       // collections the spec allows (each must be accepted)
+    int64_t specViolations{0};  // collections breaking one rule of the spec (each must be rejected)
     int64_t failures{0};
     std::vector<std::string> messages;
 };
@@ -1304,7 +1409,11 @@ void runIteration(std::string const& plugin, IPluginCreatorV3One* creator, int64
                   PluginStats& stats)
 {
     Rng rng(iterationSeed(options.seed, plugin, iteration));
-    FuzzCollection collection = generate(plugin, rng, declared, corpus);
+    std::string violated;
+    FuzzCollection collection = generate(plugin, rng, declared, corpus, violated);
+    bool const specValid = collection.origin == "valid";
+    stats.specValid += specValid ? 1 : 0;
+    stats.specViolations += violated.empty() ? 0 : 1;
     PluginFieldCollection const* fc = collection.build();
     std::string const where =
         plugin + " seed=" + std::to_string(options.seed) + " iteration=" + std::to_string(iteration);
@@ -1347,9 +1456,18 @@ void runIteration(std::string const& plugin, IPluginCreatorV3One* creator, int64
                 failure(phaseName(phase), "createPlugin returned nullptr without logging an error");
             else if (errors.find(plugin) == std::string::npos)
                 failure(phaseName(phase), "the logged error does not name the plugin: " + errors);
+            else if (specValid)
+                failure(phaseName(phase), "rejected fields its spec allows: " + errors);
+            else if (!violated.empty() && errors.find(violated) == std::string::npos)
+                failure(phaseName(phase), "the error does not name the field '" + violated + "': " + errors);
             continue;
         }
         ++stats.accepted;
+        if (!violated.empty())
+        {
+            failure(phaseName(phase), "accepted fields its spec forbids (" + collection.origin + ")");
+            continue;
+        }
         if (!errors.empty())
             failure(phaseName(phase), "createPlugin succeeded but logged an error: " + errors);
         std::string problem;
@@ -1360,7 +1478,7 @@ void runIteration(std::string const& plugin, IPluginCreatorV3One* creator, int64
             continue;
         }
         int32_t const nbOutputs = caps.build->getNbOutputs();
-        int32_t const nbInputs = plugin == "ConcatCopy" ? 2 : 1;
+        int32_t const nbInputs = static_cast<int32_t>(specOf(plugin).inputTypes.size());
         if (nbOutputs < 1 || nbOutputs > kMaxArray)
         {
             failure(phaseName(phase), "getNbOutputs is " + std::to_string(nbOutputs));
@@ -1477,7 +1595,8 @@ void runFuzz(FuzzOptions const& options, harness::RecordingLogger& logger, Count
                << " rejected, each with a logged error; " << stats.roundTrips << " serialize round trips, "
                << stats.buildChecks << " build-call checks with a plausible shape, " << stats.shapeTrials
                << " random-shape trials (" << stats.shapeErrors << " error codes, each logged), "
-               << stats.badPhases << " unknown phases";
+               << stats.badPhases << " unknown phases; spec: " << stats.specValid << " valid (all accepted), "
+               << stats.specViolations << " breaking one rule (all rejected, naming the field)";
         if (stats.failures > 0) detail << "; " << stats.failures << " FAILURES (first ones above)";
         counts.record(stats.failures == 0, "fuzz " + plugin, detail.str());
     }

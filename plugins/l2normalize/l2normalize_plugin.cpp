@@ -68,4 +68,6 @@ std::unique_ptr<PluginBase> L2NormalizeCreator::create(PluginFieldCollection con
     return std::make_unique<L2NormalizePlugin>(params);
 }
 
+TRT_PLUGIN_KIT_REGISTER_CREATOR(L2NormalizeCreator);
+
 }  // namespace trt_plugin_kit

@@ -40,4 +40,6 @@ std::unique_ptr<PluginBase> LeakyReluCreator::create(PluginFieldCollection const
     return std::make_unique<LeakyReluPlugin>(fields.getFloat("negative_slope").value_or(0.01F));
 }
 
+TRT_PLUGIN_KIT_REGISTER_CREATOR(LeakyReluCreator);
+
 }  // namespace trt_plugin_kit

@@ -310,4 +310,6 @@ std::unique_ptr<PluginBase> PoolCreator::create(PluginFieldCollection const* fc,
     return std::make_unique<PoolPlugin>(config);
 }
 
+TRT_PLUGIN_KIT_REGISTER_CREATOR(PoolCreator);
+
 }  // namespace trt_plugin_kit

@@ -99,4 +99,6 @@ std::unique_ptr<PluginBase> PReluCreator::create(PluginFieldCollection const* fc
     return std::make_unique<PReluPlugin>(fields.requireFloats("slopes"));
 }
 
+TRT_PLUGIN_KIT_REGISTER_CREATOR(PReluCreator);
+
 }  // namespace trt_plugin_kit
