@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadtests import report
-from loadtests.runner import RunPlan, Target, run_locust
+from loadtests.runner import RunPlan, run_locust
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
 from trt_plugin_kit.balancer import (
     GRPC_BACKEND,
@@ -42,6 +42,7 @@ from trt_plugin_kit.balancer import (
     find_haproxy,
     server_name,
 )
+from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.replica_slot import SLOT_STRIDE, slot_ports
 from trt_plugin_kit.serving import free_port
 
@@ -192,17 +193,18 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
                 "HAProxy sees every replica healthy",
             )
             plan = RunPlan(
-                target=Target("127.0.0.1", http_port, grpc_port),
+                location=ServerLocation("127.0.0.1", http_port, grpc_port),
                 workload=WorkloadConfig(
-                    protocols=dict.fromkeys(PROTOCOLS, 1), mix=dict.fromkeys(REQUEST_KINDS, 1)
+                    protocols=dict.fromkeys(PROTOCOLS, 1),
+                    mix=dict.fromkeys(REQUEST_KINDS, 1),
+                    retries=RETRIES,
                 ),
                 users=USERS,
                 spawn_rate=USERS,
                 run_time=f"{RUN_S}s",
-                request_timeout=10.0,
+                timeout_s=10.0,
                 out_dir=run_dir / "loadtest",
                 thresholds=report.Thresholds(max_failure_ratio=0.0),
-                retries=RETRIES,
             )
             seen, stop = Observations(), threading.Event()
             start = time.monotonic()

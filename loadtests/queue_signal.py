@@ -30,13 +30,13 @@ from loadtests.runner import (
     REPO_ROOT,
     LoadTestError,
     RunPlan,
-    Target,
     parse_duration,
     parse_user_counts,
     run_locust,
     wait_for_server,
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
+from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "QUEUE_SIGNAL.md"
@@ -149,16 +149,16 @@ def main(argv: list[str] | None = None) -> int:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         variant, _ = choose_variant(args.variant)
         with TritonServer(variant=variant, ports=Ports.free(), log_file=log_file) as server:
-            target = Target("127.0.0.1", server.ports.http, server.ports.grpc)
-            version = wait_for_server(target, list(REQUEST_KINDS), 30)
+            location = ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc)
+            version = wait_for_server(location, list(REQUEST_KINDS), 30)
             for index, users in enumerate(user_counts, start=1):
                 plan = RunPlan(
-                    target=target,
+                    location=location,
                     workload=workload,
                     users=users,
                     spawn_rate=users,
                     run_time=args.run_time,
-                    request_timeout=10.0,
+                    timeout_s=10.0,
                     out_dir=reports_dir / f"users-{users}",
                     thresholds=report.Thresholds(),
                 )

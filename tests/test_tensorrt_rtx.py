@@ -26,9 +26,9 @@ from pathlib import Path
 
 import onnx
 import pytest
-from onnx import AttributeProto, TensorProto, helper
+from onnx import TensorProto, helper
 
-from trt_plugin_kit import export
+from trt_plugin_kit import export, plugin_spec
 from trt_plugin_kit.engines import tensorrt_api
 from trt_plugin_kit.engines.builder import configure_builder, define_network, network_io_specs
 from trt_plugin_kit.engines.cli import parse_args
@@ -36,7 +36,7 @@ from trt_plugin_kit.engines.consistency import onnx_io_specs
 from trt_plugin_kit.engines.errors import BuildFailure
 from trt_plugin_kit.engines.jobs import make_build_jobs
 from trt_plugin_kit.engines.precision import choose_recipe
-from trt_plugin_kit.interface import PLUGIN_NAMESPACE, PLUGIN_VERSION, PRECISIONS
+from trt_plugin_kit.interface import PLUGIN_DOMAIN, PLUGIN_NAMESPACE, PLUGIN_VERSION, PRECISIONS
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 
 trt = pytest.importorskip(
@@ -50,13 +50,6 @@ if not BUILD_DIR.is_absolute():
 TRT_VERSIONS = os.environ.get("TRT_VERSIONS", "10.13.3 11.1").split()
 CHILD = Path(__file__).with_name("tensorrt_rtx_child.py")
 PARSER_ABORT = "terminate called without an active exception"  # TensorRT-RTX 1.7.1, after creating a plugin
-ONNX_TO_FIELD_TYPE = {  # how TensorRT's ONNX parser turns a node attribute into a plugin field
-    AttributeProto.FLOAT: "FLOAT32",
-    AttributeProto.FLOATS: "FLOAT32",
-    AttributeProto.INT: "INT32",
-    AttributeProto.INTS: "INT32",
-    AttributeProto.STRING: "CHAR",
-}
 
 
 def library(version: str) -> Path:
@@ -92,21 +85,13 @@ def plugin_models() -> dict[str, onnx.ModelProto]:
     return models
 
 
-def expected_creators() -> dict[str, dict[str, str | None]]:
-    """The creators the library must register: ``{plugin: {field: PluginFieldType name or None}}``.
-
-    Field names come from export.PLUGIN_FIELDS, types from the attributes the export writes for them (what
-    TensorRT's parser hands the creator); a field no exported node carries has no type to compare (None).
-    The one place to point at the per-plugin spec once it exists.
-    """
-    expected = {plugin: dict.fromkeys(fields) for plugin, fields in export.PLUGIN_FIELDS.items()}
-    for model in plugin_models().values():
-        for node in model.graph.node:
-            if node.domain == export.PLUGIN_DOMAIN:
-                for attribute in node.attribute:
-                    if attribute.name in expected[node.op_type]:
-                        expected[node.op_type][attribute.name] = ONNX_TO_FIELD_TYPE[attribute.type]
-    return expected
+def expected_creators() -> dict[str, dict[str, str]]:
+    """The creators the library must register: ``{plugin: {field: PluginFieldType name}}``, from the specs
+    (plugins/<name>/spec.yaml): every field in spec order, its type as TensorRT names it."""
+    return {
+        name: {field.name: field.type.upper() for field in spec.fields}
+        for name, spec in plugin_spec.all_specs().items()
+    }
 
 
 @pytest.mark.parametrize("version", TRT_VERSIONS)
@@ -124,8 +109,7 @@ def test_library_loads_through_tensorrt_rtx_registry_with_every_creator_of_the_s
         fields = {field_name: field_type for field_name, field_type, _ in creator["fields"]}
         assert list(fields) == list(expected[name]), f"{name}: field names/order"
         for field_name, field_type in expected[name].items():
-            if field_type is not None:
-                assert fields[field_name] == field_type, f"{name}.{field_name}"
+            assert fields[field_name] == field_type, f"{name}.{field_name}"
 
 
 # ============================================================================= 2. the parser, node by node
@@ -150,7 +134,7 @@ def custom_nodes() -> list[tuple[str, onnx.ModelProto, onnx.NodeProto]]:
         (f"{name}/{node.name}", model, node)
         for name, model in plugin_models().items()
         for node in model.graph.node
-        if node.domain == export.PLUGIN_DOMAIN
+        if node.domain == PLUGIN_DOMAIN
     ]
 
 
@@ -183,14 +167,18 @@ def test_parser_creates_our_plugin_from_every_custom_node_without_warnings(case,
 
 
 def bad_node(op_type: str, fields: dict, dims: list, element_type=TensorProto.FLOAT) -> onnx.ModelProto:
-    node = export.plugin_node(op_type, ["x"], ["y"], "bad_node", **fields)
+    # Built by hand: plugin_nodes.make_node would refuse these fields before the parser ever saw them.
+    node = helper.make_node(
+        op_type, ["x"], ["y"], name="bad_node", domain=PLUGIN_DOMAIN,
+        plugin_version=PLUGIN_VERSION, plugin_namespace=PLUGIN_NAMESPACE, **fields,
+    )  # fmt: skip
     graph = helper.make_graph(
         [node],
         "bad",
         [helper.make_tensor_value_info("x", element_type, ["batch", *dims])],
         [helper.make_tensor_value_info("y", element_type, None)],
     )
-    opsets = [helper.make_opsetid("", export.OPSET), helper.make_opsetid(export.PLUGIN_DOMAIN, 1)]
+    opsets = [helper.make_opsetid("", export.OPSET), helper.make_opsetid(PLUGIN_DOMAIN, 1)]
     return helper.make_model(graph, opset_imports=opsets, ir_version=8)
 
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trt_plugin_kit import export, mnist
+from trt_plugin_kit import cli_options, export
 from trt_plugin_kit.engines import tensorrt_api
 from trt_plugin_kit.engines.builder import (
     atomic_write,
@@ -134,9 +134,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "code against a real TensorRT API)",
     )
     parser.add_argument("--verify", action="store_true", help="run and check each engine after building it")
-    parser.add_argument(
-        "--mnist-dir", type=Path, default=mnist.DEFAULT_DATA_DIR, help="MNIST dev data (--verify)"
-    )
+    cli_options.add_mnist_dir_argument(parser, "for --verify")
     parser.add_argument("--samples-dir", type=Path, default=SAMPLES_DIR, help="0.png .. 9.png (--verify)")
     parser.add_argument(
         "--latency-runs", type=positive_int, default=100, help="runs averaged for the latency"
