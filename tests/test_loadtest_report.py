@@ -612,6 +612,7 @@ def test_only_errors_of_the_path_are_retried():
         InferenceServerException("model raised", status="StatusCode.INTERNAL"),
         InferenceServerException("bad input", status="StatusCode.INVALID_ARGUMENT"),
         InferenceServerException("deadline", status="StatusCode.DEADLINE_EXCEEDED"),
+        InferenceServerException("API 'model-repository' is restricted", status="StatusCode.UNAVAILABLE"),
         ResponseCheckError("wrong answer"),
         ValueError("bug"),
     ]
