@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from trt_plugin_kit.interface import REPO_ROOT
+
 SCRIPT = REPO_ROOT / "plugins" / "benchmarks" / "run_benchmarks.py"
 
 

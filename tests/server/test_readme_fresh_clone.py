@@ -20,10 +20,9 @@ from pathlib import Path
 import pytest
 
 from trt_plugin_kit import mnist
-from trt_plugin_kit.interface import MNIST_DIR
+from trt_plugin_kit.interface import MNIST_DIR, REPO_ROOT
 from trt_plugin_kit.serving import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "readme-test-key"
 
 

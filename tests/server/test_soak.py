@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from trt_plugin_kit.interface import REPO_ROOT
+
 SOAK = [sys.executable, "-m", "loadtests.soak"]
 CI_DURATION = "60s"
 
