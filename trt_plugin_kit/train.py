@@ -5,9 +5,10 @@
 Writes ``models/lenet5_mnist.npz`` (float32 weights, see :mod:`trt_plugin_kit.lenet`) and
 ``models/lenet5_mnist.json`` (validation accuracy, seed, epochs, time, split sizes, hyper-parameters).
 
-Reproducible: one seed drives the initialization, the shuffling and the augmentation; with the same NumPy,
-BLAS and thread count the weights are bit-identical run to run (different BLAS builds may round
-differently in the last bits, which changes the trajectory slightly but not the accuracy materially).
+Reproducible: one seed drives the initialization, the shuffling and the augmentation; on the same
+CPU model with the same NumPy, BLAS and thread count the weights are bit-identical run to run. OpenBLAS
+picks its kernels by CPU model (and another BLAS build may round differently), so another CPU ends with
+other weights and a slightly different accuracy.
 """
 
 from __future__ import annotations
