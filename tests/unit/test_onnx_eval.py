@@ -4,7 +4,6 @@ references) agrees with the native flavour run by ONNX Runtime; the FP16/INT8 va
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -13,9 +12,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from trt_plugin_kit import export, lenet, mnist, onnx_eval
+from trt_plugin_kit.interface import REPO_ROOT
 
 TOLERANCE = 1e-5
-MODELS_DOC = Path(__file__).resolve().parent.parent / "docs" / "models.md"
+MODELS_DOC = REPO_ROOT / "docs" / "models.md"
 
 
 def quoted_max_diff(row: str) -> float:

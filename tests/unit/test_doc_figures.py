@@ -6,7 +6,7 @@ figure), `expected()` formats the same figure from its record the way the doc wr
 whose numbers moved fails here until the doc says what the record holds; a doc edit that drops a quoted figure
 fails too (the pattern must match), so a claim is removed from this table on purpose, not by accident.
 Figures measured by a test rather than kept in a record (ONNX differences) are checked in that test
-(tests/test_onnx_eval.py reads docs/models.md).
+(tests/unit/test_onnx_eval.py reads docs/models.md).
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import numpy as np
 import pytest
 
 from trt_plugin_kit import mnist
+from trt_plugin_kit.interface import REPO_ROOT as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK = "plugins/benchmarks/results/benchmark.json"
 RUN1 = "plugins/benchmarks/results/history/run1-2026-11-21-h100.json"
 RUN3 = "plugins/benchmarks/results/history/run3-2026-11-21-h100.json"
