@@ -121,7 +121,9 @@ def test_harness_cpu_checks_cover_the_new_plugins(tutorial_run):
     for plugin in ("ScaledPoly", "PairReduce"):
         assert f"getFieldNames {plugin} matches its spec" in harness
         assert f"{plugin} rejects NaN scale" in harness
-        assert re.search(rf"{plugin} reports", harness), f"no shape-error check of {plugin} ran"
+    # ScaledPoly (one input, same shape) accepts every shape; PairReduce refuses mismatched inputs and rank 0.
+    assert "PairReduce reports inputs of different shapes" in harness
+    assert "PairReduce reports rank 0 input" in harness
 
 
 def test_one_node_model_matches_reference(copy: Path, tutorial_run):
