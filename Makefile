@@ -9,38 +9,76 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 BUILD_DIR ?= build
-# TensorRT header sets the library is compiled against (public headers, never copied into the repo).
+# TensorRT header sets the library is compiled against (public headers, never copied into the repo):
+# TRT_VENDOR_DIR/<version>/include for each of TRT_VERSIONS ...
 TRT_VENDOR_DIR ?= ../shared/vendor/tensorrt
 TRT_VERSIONS ?= 10.13.3 11.1
+# ... or the headers of one TensorRT install (Debian/Ubuntu packages: /usr/include/x86_64-linux-gnu; a tar:
+# <tar>/include), built into build/trt-<its version>/.
+TRT_INCLUDE_DIR ?=
+ifneq ($(TRT_INCLUDE_DIR),)
+TRT_VERSIONS := $(shell sed -n 's/^\#define TRT_\(MAJOR\|MINOR\|PATCH\)_ENTERPRISE \([0-9]*\).*/\2/p' \
+  $(TRT_INCLUDE_DIR)/NvInferVersion.h 2>/dev/null | paste -sd. -)
+endif
 # Empty: CMake picks `native` GPUs when present, else the documented Turing..Blackwell list.
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help new-plugin venv plugins harness-check pytest test compose-test lint format docs serve loadtest clean
+.PHONY: help new-plugin venv test-venv trt-headers plugins harness-check pytest test compose-test lint format docs serve loadtest clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
+# Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extra
+# ('.[rtx]': TensorRT for RTX, about 240 MB) on top of it.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $@
 
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,rtx]'
+	touch $@
+
 venv: $(VENV)/.installed
+
+test-venv: $(VENV)/.installed-test
 
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
 # plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
-plugins: venv
+plugins: trt-headers venv
 	@mkdir -p $(BUILD_DIR)
 	@set -e; for v in $(TRT_VERSIONS); do \
 	  echo "== plugin library against TensorRT $$v headers"; \
 	  cmake -S plugins -B $(BUILD_DIR)/trt-$$v -DCMAKE_BUILD_TYPE=Release \
-	    -DTENSORRT_INCLUDE_DIR=$(abspath $(TRT_VENDOR_DIR))/$$v/include \
+	    -DTENSORRT_INCLUDE_DIR=$(if $(TRT_INCLUDE_DIR),$(abspath $(TRT_INCLUDE_DIR)),$(abspath $(TRT_VENDOR_DIR))/$$v/include) \
 	    -DTRT_PLUGIN_KIT_PYTHON=$(abspath $(PY)) \
 	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)") > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
 	    || { cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
 	  cmake --build $(BUILD_DIR)/trt-$$v -j $(JOBS); \
+	done
+
+# Says what is missing, and how to provide it, before CMake runs.
+trt-headers:
+	@set -e; \
+	if [ -n "$(TRT_INCLUDE_DIR)" ] && [ ! -f "$(TRT_INCLUDE_DIR)/NvInferRuntime.h" -o -z "$(TRT_VERSIONS)" ]; then \
+	  echo "error: TRT_INCLUDE_DIR=$(TRT_INCLUDE_DIR) holds no TensorRT headers (NvInferRuntime.h and NvInferVersion.h)." >&2; \
+	  exit 2; \
+	fi; \
+	for v in $(TRT_VERSIONS); do \
+	  include=$(if $(TRT_INCLUDE_DIR),$(TRT_INCLUDE_DIR),$(TRT_VENDOR_DIR)/$$v/include); \
+	  if [ ! -f "$$include/NvInferRuntime.h" ]; then \
+	    echo "error: TensorRT $$v headers not found: $$include/NvInferRuntime.h is missing." >&2; \
+	    echo "  The plugin library is compiled against TensorRT's public headers, which are not part of the" >&2; \
+	    echo "  repository: this project keeps them in ../shared/vendor/tensorrt/<version>/include beside the checkout." >&2; \
+	    echo "  - other copies: make plugins TRT_VENDOR_DIR=DIR (DIR/<version>/include for each of" >&2; \
+	    echo "    TRT_VERSIONS=\"$(TRT_VERSIONS)\"; e.g. TRT_VERSIONS=11.1 for one)" >&2; \
+	    echo "  - a TensorRT install: make plugins TRT_INCLUDE_DIR=/usr/include/x86_64-linux-gnu (Debian/Ubuntu" >&2; \
+	    echo "    packages) or TRT_INCLUDE_DIR=<TensorRT tar>/include" >&2; \
+	    echo "  Without headers: make lint and make pytest still run." >&2; \
+	    exit 2; \
+	  fi; \
 	done
 
 # Plays TensorRT's part against every library built above (GPU checks run only where a GPU is).
@@ -50,7 +88,7 @@ harness-check: plugins
 	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
 	done
 
-pytest: venv
+pytest: test-venv
 	$(PY) -m pytest -q
 
 # The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.

@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import os
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -18,16 +17,13 @@ from collections.abc import Sequence
 from clients import errors, shm
 from clients.shm import SHARED_MEMORY_KINDS
 from clients.triton import (
-    ADMIN_HEADER,
-    ADMIN_KEY_ENV,
     DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_S,
-    DEFAULT_URLS,
-    PROTOCOLS,
     ConnectionSettings,
     admin_header,
-    normalize_url,
 )
+from trt_plugin_kit import cli_options
+from trt_plugin_kit.cli_options import converter, fraction, non_negative_int, positive_int
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -49,46 +45,6 @@ def _paragraph(text: str) -> str:
     return textwrap.fill(text, width=100)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text!r}") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text}")
-    return value
-
-
 def _header(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -96,29 +52,22 @@ def _header(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
+_positive_int = converter(positive_int)
+_non_negative_int = converter(non_negative_int)
+_fraction = converter(fraction)
+
+
 def _connection_parser() -> argparse.ArgumentParser:
     """Flags every command shares (long options only, same meaning everywhere)."""
     parser = argparse.ArgumentParser(add_help=False)
     group = parser.add_argument_group("connection")
-    group.add_argument(
-        "--protocol", choices=PROTOCOLS, default="grpc", help="protocol to talk to Triton with"
-    )
-    group.add_argument(
-        "--url",
-        default=None,
-        metavar="HOST:PORT",
-        help=f"Triton endpoint (default: {DEFAULT_URLS['grpc']} for grpc, {DEFAULT_URLS['http']} for http)",
-    )
+    cli_options.add_url_argument(group)
+    cli_options.add_protocol_argument(group)
+    cli_options.add_server_location_arguments(group)
     group.add_argument(
         "--model-version", default="", metavar="VERSION", help="model version ('' = server's choice)"
     )
-    group.add_argument(
-        "--timeout",
-        type=_positive_float,
-        default=DEFAULT_TIMEOUT_S,
-        metavar="SECONDS",
-        help="per-request timeout",
-    )
+    cli_options.add_timeout_argument(group, DEFAULT_TIMEOUT_S)
     group.add_argument(
         "--retries",
         type=_non_negative_int,
@@ -134,14 +83,7 @@ def _connection_parser() -> argparse.ArgumentParser:
         metavar="KEY=VALUE",
         help="extra HTTP header / gRPC metadata sent with every request (repeatable)",
     )
-    group.add_argument(
-        "--admin-key",
-        default=os.environ.get(ADMIN_KEY_ENV) or None,
-        metavar="KEY",
-        help=f"admin key of servers from `make serve`, needed for shared memory registration and the "
-        f"repository index; sent as header '{ADMIN_HEADER}' (gRPC: 'triton-grpc-protocol-{ADMIN_HEADER}') "
-        f"(default: ${ADMIN_KEY_ENV})",
-    )
+    cli_options.add_admin_key_argument(group)
     tls = parser.add_argument_group("TLS")
     tls.add_argument("--ssl", action="store_true", help="use TLS (HTTPS / secure gRPC channel)")
     tls.add_argument(
@@ -251,27 +193,24 @@ def build_parser() -> argparse.ArgumentParser:
     _throughput_arguments(l2norm, batch_size=16, concurrency=4, what="vectors")
     _shared_memory_arguments(l2norm)
 
-    from clients.commands.evaluate import DEFAULT_IMAGES, DEFAULT_LABELS, SPLITS
+    from clients.commands.evaluate import SPLITS
 
     evaluate = commands.add_parser(
         "eval",
         parents=[common],
         formatter_class=_HelpFormatter,
-        help="accuracy, confusion matrix, throughput and latency on MNIST IDX files",
+        help="accuracy, confusion matrix, throughput and latency on the MNIST dev digits",
         description=_paragraph(
-            "Evaluate a deployment on MNIST digits from IDX files: through mnist_pipeline "
-            "(each digit PNG-encoded) or, with --raw, through mnist. "
-            "The last output line is `accuracy: <fraction>`."
+            "Evaluate a deployment on the MNIST dev digits (IDX files that are not part of the repository: "
+            "../shared/data/mnist beside it, or --mnist-dir / $MNIST_DIR): through mnist_pipeline "
+            "(each digit PNG-encoded) or, with --raw, through mnist. Without the digits it stops with exit "
+            "code 7 and says where it looked. The last output line is `accuracy: <fraction>`."
         ),
         epilog="examples:\n  python -m clients eval\n"
-        "  python -m clients eval --protocol http --raw --limit 1000 --min-accuracy 0.97",
+        "  python -m clients eval --mnist-dir ~/data/mnist --split all\n"
+        "  python -m clients eval --url http://127.0.0.1:8000 --raw --min-accuracy 0.97",
     )
-    evaluate.add_argument(
-        "--images", default=str(DEFAULT_IMAGES), metavar="IDX.gz", help="MNIST images IDX file"
-    )
-    evaluate.add_argument(
-        "--labels", default=str(DEFAULT_LABELS), metavar="IDX.gz", help="MNIST labels IDX file"
-    )
+    cli_options.add_mnist_dir_argument(evaluate, "to evaluate on")
     evaluate.add_argument("--raw", action="store_true", help="send preprocessed tensors to the mnist model")
     evaluate.add_argument(
         "--model", default=None, help="model name (default: mnist_pipeline, or mnist with --raw)"
@@ -279,9 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--split",
         choices=SPLITS,
-        default="all",
-        help="digits to use: all, or the train/validation split of trt_plugin_kit.mnist "
-        "(digit i validates when i %% 8 == 7)",
+        default="validation",
+        help="digits to use: the 1,000 validation digits held out from training (digit i validates when "
+        "i %% 8 == 7), the 7,000 it was trained on, or all 8,000",
     )
     evaluate.add_argument(
         "--limit", type=_positive_int, default=None, metavar="N", help="use only the first N digits"
@@ -329,22 +268,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def connection_settings(args: argparse.Namespace) -> ConnectionSettings:
-    url, wants_tls = normalize_url(args.url or DEFAULT_URLS[args.protocol], args.protocol)
+    try:
+        endpoint = cli_options.endpoint_from_args(args)
+    except ValueError as error:
+        raise errors.UsageError(str(error)) from None
     headers = dict(args.header)
     if args.admin_key:
-        headers.setdefault(admin_header(args.protocol), args.admin_key)
+        headers.setdefault(admin_header(endpoint.protocol), args.admin_key)
     uses_client_certs = args.root_certificates or args.private_key or args.certificate_chain or args.insecure
-    if uses_client_certs and not (args.ssl or wants_tls):
+    if uses_client_certs and not (args.ssl or endpoint.tls):
         raise errors.UsageError("--root-certificates/--private-key/--certificate-chain/--insecure need --ssl")
     if bool(args.private_key) != bool(args.certificate_chain):
         raise errors.UsageError("--private-key and --certificate-chain go together (client authentication)")
-    return ConnectionSettings(
-        protocol=args.protocol,
-        url=url,
+    return ConnectionSettings.for_endpoint(
+        endpoint,
         timeout_s=args.timeout,
         retries=args.retries,
         headers=headers,
-        ssl=args.ssl or wants_tls,
+        ssl=args.ssl or endpoint.tls,
         root_certificates=args.root_certificates,
         private_key=args.private_key,
         certificate_chain=args.certificate_chain,

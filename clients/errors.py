@@ -37,6 +37,12 @@ class ServerUnreachableError(ClientError):
     exit_code = EXIT_UNREACHABLE
 
 
+class WrongProtocolError(ClientError):
+    """The port answers the other protocol (gRPC on an HTTP port or the reverse): no retry can help."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
 class ModelUnavailableError(ClientError):
     """The model is not in the repository, or is there but not ready (loading, failed, unloaded)."""
 

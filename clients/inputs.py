@@ -253,21 +253,21 @@ def save_vectors(path: str, vectors: np.ndarray) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- IDX
-def load_idx_dataset(images_path: str, labels_path: str) -> tuple[np.ndarray, np.ndarray]:
-    """MNIST images uint8 [N, 28, 28] and labels uint8 [N] from IDX files (gzip or not)."""
+def load_dev_digits(directory: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The MNIST dev digits uint8 [N, 28, 28] and labels uint8 [N] from --mnist-dir / $MNIST_DIR / the
+    default folder; a clear BadInputError (what is missing, where, how to point elsewhere) otherwise."""
     try:
-        images = mnist.load_images(images_path)
-        labels = mnist.load_labels(labels_path)
-    except FileNotFoundError as exc:
-        raise BadInputError(f"{exc.filename}: no such file") from exc
+        images, labels = mnist.load_dev_set(directory)
+    except mnist.MnistDataMissing as exc:
+        raise BadInputError(
+            f"{exc}\n`eval` needs them and stops here (nothing was sent). Without any data set, "
+            "`python -m clients infer samples/digits/` checks a deployment on the 10 sample digits that "
+            "come with the repository."
+        ) from exc
     except OSError as exc:
         raise BadInputError(f"{exc.filename}: cannot read ({exc.strerror})") from exc
     except mnist.IdxFormatError as exc:
         raise BadInputError(f"not an MNIST IDX file: {exc}") from exc
-    if len(images) != len(labels):
-        raise BadInputError(
-            f"{images_path} has {len(images)} images but {labels_path} has {len(labels)} labels"
-        )
     if len(images) == 0:
-        raise BadInputError(f"{images_path}: no images")
+        raise BadInputError(f"{mnist.data_dir(directory)}: no images")
     return images, labels

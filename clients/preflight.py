@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clients.contracts import ModelCheck, ModelContract, check_model
+from clients.contracts import CONTRACTS, ModelCheck, ModelContract, check_model
 from clients.errors import (
     ClientError,
     ModelUnavailableError,
@@ -14,18 +14,16 @@ from clients.triton import TritonClient
 
 
 async def explain_unavailable(client: TritonClient, model: str, version: str = "") -> str:
-    """Why a model is not ready, from the repository index: absent, loading, failed (with reason)."""
+    """Why a model is not ready: not served at all, loading, or failed (with the reason when the repository
+    index can be read; servers from `make serve` keep the index for --admin-key holders)."""
     where = client.describe()
     label = f"'{model}'" + (f" version {version}" if version else "")
     try:
         index = await client.repository_index()
     except (ServerUnreachableError, RequestTimeoutError):
         raise
-    except ClientError as exc:  # servers from `make serve` restrict the index to --admin-key holders
-        return (
-            f"model {label} is not ready or not served by Triton at {where} "
-            f"(the repository index, which would say which, is not available: {exc})"
-        )
+    except ClientError:
+        return await _explain_without_index(client, model, version, label)
     entries = [e for e in index if e["name"] == model and (not version or e["version"] in ("", version))]
     if not entries:
         known = ", ".join(f"{e['name']} ({e['state'] or 'unknown state'})" for e in index) or "none"
@@ -36,6 +34,24 @@ async def explain_unavailable(client: TritonClient, model: str, version: str = "
         for e in entries
     )
     return f"model {label} is in the repository of Triton at {where} but not ready: {details}"
+
+
+async def _explain_without_index(client: TritonClient, model: str, version: str, label: str) -> str:
+    """Model metadata needs no key and tells "unknown model" from "known but not ready"."""
+    where = client.describe()
+    try:
+        await client.model_metadata(model, version)
+    except ModelUnavailableError as exc:
+        if "not found" in str(exc).lower() or "unknown model" in str(exc).lower():
+            ready = [name for name in CONTRACTS if name != model and await client.model_ready(name)]
+            return (
+                f"model {label} is not found on Triton at {where}. Models of this kit that are ready "
+                f"there: {', '.join(ready) or 'none'}"
+            )
+    return (
+        f"model {label} is known to Triton at {where} but not ready; the repository index would say why "
+        "(it needs the server's admin key: --admin-key or $TRITON_ADMIN_KEY)"
+    )
 
 
 async def check_served_model(

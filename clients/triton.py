@@ -18,11 +18,9 @@ from typing import Any
 
 import aiohttp
 import numpy as np
-import tritonclient.grpc as grpcclient
 import tritonclient.grpc.aio as grpcaio
-import tritonclient.http as httpclient
 import tritonclient.http.aio as httpaio
-from tritonclient.utils import InferenceServerException, np_to_triton_dtype
+from tritonclient.utils import InferenceServerException
 
 from clients.errors import (
     AccessDeniedError,
@@ -34,7 +32,9 @@ from clients.errors import (
     RequestTimeoutError,
     ServerUnreachableError,
     UsageError,
+    WrongProtocolError,
 )
+from trt_plugin_kit.cli_options import Endpoint, format_address, parse_url
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported: clients' commands import them from here
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -45,13 +45,17 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported: clients' com
     PROTOCOLS,
     admin_header,
 )
+from trt_plugin_kit.triton_protocol import (  # noqa: F401 - InputTensor/OutputRequest: part of this API
+    PROTOCOL_NAMES,
+    InputTensor,
+    OutputRequest,
+    build_request,
+    read_outputs,
+    wrong_protocol_message,
+)
 
 log = logging.getLogger("clients")
 
-DEFAULT_URLS = {
-    "grpc": f"{DEFAULT_HOST}:{DEFAULT_GRPC_PORT}",
-    "http": f"{DEFAULT_HOST}:{DEFAULT_HTTP_PORT}",
-}
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_RETRIES = 3
 # First retry after 0.25 s, then 0.5, 1, 2, ... capped: a server that is restarting gets a few seconds.
@@ -64,7 +68,7 @@ class ConnectionSettings:
     """Everything needed to reach one Triton endpoint; built from the common command-line flags."""
 
     protocol: str = "grpc"
-    url: str = ""  # HOST:PORT; empty means DEFAULT_URLS[protocol]
+    url: str = ""  # HOST:PORT; empty: 127.0.0.1 and Triton's default port of the protocol
     timeout_s: float = DEFAULT_TIMEOUT_S
     retries: int = DEFAULT_RETRIES
     headers: dict[str, str] = field(default_factory=dict)
@@ -75,59 +79,21 @@ class ConnectionSettings:
     insecure: bool = False  # HTTPS only: skip certificate verification
     verbose: bool = False
 
+    @classmethod
+    def for_endpoint(cls, endpoint: Endpoint, **settings) -> ConnectionSettings:
+        return cls(protocol=endpoint.protocol, url=endpoint.address, **settings)
+
     def resolved_url(self) -> str:
-        return self.url or DEFAULT_URLS[self.protocol]
+        """HOST:PORT, the form tritonclient takes."""
+        default_port = DEFAULT_GRPC_PORT if self.protocol == "grpc" else DEFAULT_HTTP_PORT
+        return self.url or format_address(DEFAULT_HOST, default_port)
 
     def describe(self) -> str:
-        scheme = {"grpc": "gRPC", "http": "HTTP"}[self.protocol]
-        return f"{self.resolved_url()} over {scheme}{' (TLS)' if self.ssl else ''}"
+        return f"{self.resolved_url()} over {PROTOCOL_NAMES[self.protocol]}{' (TLS)' if self.ssl else ''}"
 
-
-def normalize_url(url: str, protocol: str) -> tuple[str, bool]:
-    """Accepts HOST:PORT, or a URL with a scheme; returns (HOST:PORT, scheme asked for TLS)."""
-    url = url.strip().rstrip("/")
-    wants_tls = False
-    if "://" in url:
-        scheme, _, rest = url.partition("://")
-        scheme = scheme.lower()
-        if scheme not in ("http", "https", "grpc", "grpcs"):
-            raise UsageError(f"--url {url!r}: unknown scheme {scheme!r}; give HOST:PORT (use --ssl for TLS)")
-        if protocol == "grpc" and scheme in ("http", "https"):
-            raise UsageError(f"--url {url!r} is an HTTP URL but --protocol is grpc; give HOST:PORT")
-        if protocol == "http" and scheme in ("grpc", "grpcs"):
-            raise UsageError(f"--url {url!r} is a gRPC URL but --protocol is http; give HOST:PORT")
-        wants_tls = scheme in ("https", "grpcs")
-        url = rest
-    if not url or "/" in url:
-        raise UsageError(f"--url {url!r}: expected HOST:PORT, e.g. {DEFAULT_URLS[protocol]}")
-    return url, wants_tls
-
-
-# ------------------------------------------------------------------------------------------------ tensors
-@dataclass
-class InputTensor:
-    """One request input: either the data itself or where it already lies in a registered shm region."""
-
-    name: str
-    shape: list[int]
-    datatype: str
-    data: np.ndarray | None = None
-    shm_region: str | None = None
-    shm_byte_size: int = 0
-
-    @classmethod
-    def from_numpy(cls, name: str, array: np.ndarray) -> InputTensor:
-        return cls(name, list(array.shape), np_to_triton_dtype(array.dtype), data=array)
-
-
-@dataclass
-class OutputRequest:
-    """One requested output. class_count > 0 asks for Triton's classification extension (top-k labels)."""
-
-    name: str
-    class_count: int = 0
-    shm_region: str | None = None
-    shm_byte_size: int = 0
+    @property
+    def sends_admin_key(self) -> bool:
+        return admin_header(self.protocol) in self.headers
 
 
 # ----------------------------------------------------------------------------------------- normalization
@@ -259,19 +225,24 @@ class TritonClient:
             )
         if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
             return RequestTimeoutError(timeout_hint)
-        if isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError)):
-            return ServerUnreachableError(f"{unreachable}\n  ({exc})")
-        if isinstance(exc, InferenceServerException):
-            status = str(exc.status() or "")
-            message = str(exc.message() or exc)
-            # Restricted APIs: HTTP answers 403, gRPC UNAVAILABLE, both with "... is restricted ...".
-            if "restricted" in message.lower():
-                return AccessDeniedError(
-                    f"{what}: the server at {where} restricts this API to clients with its admin key "
-                    f"({message}); pass --admin-key KEY or set ${ADMIN_KEY_ENV}"
-                )
-            if status == "StatusCode.UNAVAILABLE":
+        status = str(exc.status() or "") if isinstance(exc, InferenceServerException) else ""
+        message = str(exc.message() or exc) if isinstance(exc, InferenceServerException) else str(exc)
+        # Restricted APIs: HTTP answers 403, gRPC UNAVAILABLE, both with "... is restricted ...". Checked
+        # before UNAVAILABLE, so that a refusal is never retried as if the server were down.
+        if isinstance(exc, InferenceServerException) and "restricted" in message.lower():
+            return AccessDeniedError(self._admin_key_advice(what, message))
+        connection_failed = status == "StatusCode.UNAVAILABLE" or (
+            isinstance(exc, (aiohttp.ClientError, ConnectionError))
+            and not isinstance(exc, InferenceServerException)
+        )
+        if connection_failed:
+            mixup = None if self.settings.ssl else self._wrong_protocol()
+            if mixup:
+                return WrongProtocolError(f"{what}: {mixup}")
+            if status or isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError)):
                 return ServerUnreachableError(f"{unreachable}\n  ({message})")
+            return InferenceError(f"{what}: HTTP client error talking to {where}: {exc}")
+        if isinstance(exc, InferenceServerException):
             if status == "StatusCode.DEADLINE_EXCEEDED":
                 return RequestTimeoutError(timeout_hint)
             lowered = message.lower()
@@ -282,9 +253,28 @@ class TritonClient:
             if status in ("StatusCode.INVALID_ARGUMENT", "400"):
                 return RejectedInputError(f"{what}: the server rejected the input: {message}")
             return InferenceError(f"{what}: the server answered with an error: {message}")
-        if isinstance(exc, aiohttp.ClientError):
-            return InferenceError(f"{what}: HTTP client error talking to {where}: {exc}")
         return InferenceError(f"{what}: unexpected {type(exc).__name__}: {exc}")
+
+    def _wrong_protocol(self) -> str | None:
+        """The mix-up sentence when the port speaks the other protocol (probed once per client)."""
+        if not hasattr(self, "_mixup"):
+            _, host, port, _ = parse_url(self.url)
+            self._mixup = wrong_protocol_message(self.protocol, host, port)
+        return self._mixup
+
+    def _admin_key_advice(self, what: str, message: str) -> str:
+        where = self.describe()
+        if self.settings.sends_admin_key:
+            return (
+                f"{what}: Triton at {where} refused the admin key this client sent ({message}). "
+                f"--admin-key / ${ADMIN_KEY_ENV} must be the key the server was started with."
+            )
+        return (
+            f"{what}: Triton at {where} keeps this API for clients with its admin key ({message}). "
+            f"Give the key the server was started with: --admin-key KEY or ${ADMIN_KEY_ENV}. A server from "
+            f"`make serve` started without ${ADMIN_KEY_ENV} keeps these APIs closed to every client: restart "
+            f"it as `{ADMIN_KEY_ENV}=<secret> make serve` and give the clients the same {ADMIN_KEY_ENV}."
+        )
 
     async def _call(self, what: str, method: str, *args, retry: bool = True, **kwargs) -> Any:
         """Calls self._client.<method>, retrying (bounded, exponential backoff) only when unreachable."""
@@ -398,30 +388,9 @@ class TritonClient:
     # -- inference
     async def infer(
         self, model: str, inputs: list[InputTensor], outputs: list[OutputRequest], version: str = ""
-    ) -> dict[str, np.ndarray | None]:
-        """Runs one request; returns {output name: array} (None for outputs written to shared memory)."""
-        module = grpcclient if self.protocol == "grpc" else httpclient
-        infer_inputs = []
-        for tensor in inputs:
-            infer_input = module.InferInput(tensor.name, tensor.shape, tensor.datatype)
-            if tensor.shm_region is not None:
-                infer_input.set_shared_memory(tensor.shm_region, tensor.shm_byte_size)
-            elif self.protocol == "http":
-                infer_input.set_data_from_numpy(tensor.data, binary_data=True)
-            else:
-                infer_input.set_data_from_numpy(tensor.data)
-            infer_inputs.append(infer_input)
-        requested = []
-        for output in outputs:
-            if self.protocol == "http":
-                requested_output = module.InferRequestedOutput(
-                    output.name, binary_data=True, class_count=output.class_count
-                )
-            else:
-                requested_output = module.InferRequestedOutput(output.name, class_count=output.class_count)
-            if output.shm_region is not None:
-                requested_output.set_shared_memory(output.shm_region, output.shm_byte_size)
-            requested.append(requested_output)
+    ) -> dict[str, np.ndarray]:
+        """Runs one request; returns {output name: array} (outputs written to shared memory are left out)."""
+        infer_inputs, requested = build_request(self.protocol, inputs, outputs)
         result = await self._call(
             f"running inference on model '{model}'",
             "infer",
@@ -431,4 +400,4 @@ class TritonClient:
             outputs=requested,
         )
         # Outputs placed in shared memory have no data in the reply (HTTP's as_numpy would fail on them).
-        return {o.name: None if o.shm_region is not None else result.as_numpy(o.name) for o in outputs}
+        return read_outputs(result, outputs)

@@ -41,8 +41,8 @@ COPY clients clients
 COPY loadtests loadtests
 RUN --mount=type=bind,source=docker/wheelhouse,target=/wheelhouse \
     pip install ${PIP_INSTALL_OPTIONS} -e ".[load]"
+# The digits sent when no MNIST set is mounted at the default place (docker-compose.yml).
 COPY samples/digits samples/digits
-COPY docker/loadtest_entrypoint.sh /usr/local/bin/loadtest_entrypoint
 # Matplotlib (the charts) needs a writable configuration folder; the root filesystem is read-only.
 ENV MPLCONFIGDIR=/tmp/matplotlib
-ENTRYPOINT ["/usr/local/bin/loadtest_entrypoint"]
+ENTRYPOINT ["python", "-m", "loadtests"]

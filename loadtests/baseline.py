@@ -7,7 +7,7 @@ type's own throughput and latency, not a share of a mix. The machine is describe
 memory, CPU use by other work just before each run: such work lowers the figures).
 
     python -m loadtests.baseline --start-server                 # the CPU server, as `make serve` starts it
-    python -m loadtests.baseline --users 1,4,16 --run-time 30s  # against a running server (127.0.0.1:8000)
+    python -m loadtests.baseline --users 1,4,16 --run-time 30s  # a running server (--host, --http-port, ...)
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from importlib import metadata
 from pathlib import Path
 
 from loadtests import report
+from loadtests.options import add_workload_arguments, workload_from_args
 from loadtests.runner import (
     EXIT_ERROR,
     EXIT_PASSED,
@@ -32,14 +33,14 @@ from loadtests.runner import (
     REPO_ROOT,
     LoadTestError,
     RunPlan,
-    Target,
-    parse_duration,
     parse_user_counts,
     run_locust,
+    run_time,
     start_server,
     wait_for_server,
 )
-from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
+from loadtests.workloads import PROTOCOLS, REQUEST_KINDS
+from trt_plugin_kit.cli_options import ServerLocation, add_server_location_arguments, converter
 from trt_plugin_kit.serving import ServingError, choose_variant
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "BASELINE.md"
@@ -174,20 +175,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m loadtests.baseline", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--host", default=os.environ.get("TRITON_HOST", "127.0.0.1"))
-    parser.add_argument("--http-port", type=int, default=int(os.environ.get("TRITON_HTTP_PORT", "8000")))
-    parser.add_argument("--grpc-port", type=int, default=int(os.environ.get("TRITON_GRPC_PORT", "8001")))
+    add_server_location_arguments(parser)
     parser.add_argument(
         "--start-server", action="store_true", help="start Triton like `make serve` (free ports)"
     )
     parser.add_argument("--server-variant", choices=("auto", "tensorrt", "cpu"), default="auto")
-    parser.add_argument("--users", default="1,4,16", help="user counts (1,4,16)")
-    parser.add_argument("--run-time", default="30s", help="per request type and user count (30s)")
-    parser.add_argument("--protocols", default=",".join(PROTOCOLS), help="protocols to measure (http,grpc)")
-    parser.add_argument("--kinds", default=",".join(REQUEST_KINDS), help="request kinds to measure (all)")
-    parser.add_argument("--batch-size", type=int, default=8, help="digits per request to `mnist` (8)")
-    parser.add_argument("--l2norm-batch", type=int, default=4)
-    parser.add_argument("--l2norm-dim", type=int, default=128)
+    parser.add_argument(
+        "--users", type=converter(parse_user_counts), default=[1, 4, 16], help="user counts (1,4,16)"
+    )
+    parser.add_argument(
+        "--run-time", type=converter(run_time), default="30s", help="per request type and user count (30s)"
+    )
+    # --protocol and --mix as for `python -m loadtests`; here every protocol and kind they give a weight
+    # is measured on its own.
+    add_workload_arguments(parser)
     parser.add_argument(
         "--quiet-below",
         type=float,
@@ -207,22 +208,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    user_counts = args.users
+    base = workload_from_args(args)
+    protocols = [p for p in PROTOCOLS if base.protocols[p] > 0]
+    kinds = [k for k in REQUEST_KINDS if base.mix[k] > 0]
     try:
-        user_counts = parse_user_counts(args.users)
-        parse_duration(args.run_time)
-        protocols = [p.strip() for p in args.protocols.split(",") if p.strip()]
-        kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
-        unknown = sorted(set(protocols) - set(PROTOCOLS)) + sorted(set(kinds) - set(REQUEST_KINDS))
-        if unknown or not protocols or not kinds:
-            raise ValueError(f"unknown or missing protocols/kinds: {unknown or 'none given'}")
-        base = WorkloadConfig(
-            protocols=dict.fromkeys(PROTOCOLS, 0),
-            mix=dict.fromkeys(REQUEST_KINDS, 0),
-            mnist_batch=args.batch_size,
-            l2norm_batch=args.l2norm_batch,
-            l2norm_dim=args.l2norm_dim,
-        )
-    except ValueError as error:
+        base.build_tasks()
+    except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -233,12 +225,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if args.start_server:
                 variant, _ = choose_variant(args.server_variant)
-                target = stack.enter_context(start_server(variant, reports_dir / "server.log"))
+                location = stack.enter_context(start_server(variant, reports_dir / "server.log"))
                 server = f"{variant} variant, started by this command as `make serve` starts it"
             else:
-                target = Target(args.host, args.http_port, args.grpc_port)
-                server = f"HTTP {target.http_url}, gRPC {target.grpc_url}"
-            version = wait_for_server(target, kinds, 30)
+                location = ServerLocation.from_args(args)
+                server = location.describe()
+            version = wait_for_server(location, kinds, 30)
             server += f"; Triton {version}"
             grid = [(users, p, k) for users in user_counts for p in protocols for k in kinds]
             for index, (users, protocol, kind) in enumerate(grid, start=1):
@@ -248,12 +240,12 @@ def main(argv: list[str] | None = None) -> int:
                     mix={k: int(k == kind) for k in REQUEST_KINDS},
                 )
                 plan = RunPlan(
-                    target=target,
+                    location=location,
                     workload=workload,
                     users=users,
                     spawn_rate=users,
                     run_time=args.run_time,
-                    request_timeout=10.0,
+                    timeout_s=args.timeout,
                     out_dir=reports_dir / f"users-{users}-{protocol}-{kind}",
                     thresholds=report.Thresholds(),
                 )

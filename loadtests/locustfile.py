@@ -2,7 +2,7 @@
 
 Run through `python -m loadtests` (reports, thresholds) or directly with Locust, e.g.
 
-    locust -f loadtests/locustfile.py --headless -u 4 -r 4 -t 30s --triton-host 127.0.0.1
+    locust -f loadtests/locustfile.py --headless -u 4 -r 4 -t 30s --host 127.0.0.1 --grpc-port 8001
 
 Layout: TritonUser (abstract) times every call and reports it to Locust; HttpTritonUser and
 GrpcTritonUser only say how to connect and how to send; the task classes in loadtests.workloads say
@@ -17,61 +17,48 @@ import grpc.experimental.gevent
 grpc.experimental.gevent.init_gevent()
 
 import json  # noqa: E402
+import os  # noqa: E402
 import time  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
 
 import gevent  # noqa: E402
 import numpy as np  # noqa: E402
-import tritonclient.grpc  # noqa: E402
-import tritonclient.http  # noqa: E402
-import tritonclient.utils  # noqa: E402
 from locust import User, constant, events  # noqa: E402
 from locust.stats import StatsError  # noqa: E402
 
-from loadtests.workloads import (  # noqa: E402
-    PROTOCOLS,
-    REQUEST_KINDS,
-    RequestFailure,
-    TritonTask,
-    WorkloadConfig,
-    parse_weights,
-    request_name,
-)
+from loadtests.options import add_workload_arguments, workload_from_args  # noqa: E402
+from loadtests.workloads import RequestFailure, TritonTask, locust_name  # noqa: E402
+from trt_plugin_kit.cli_options import ServerLocation, add_server_location_arguments  # noqa: E402
+from trt_plugin_kit.interface import DEFAULT_HOST, HOST_ENV  # noqa: E402
+from trt_plugin_kit.triton_protocol import Connection  # noqa: E402
+
+LIVE_STATS_INTERVAL_S = 1.0
 
 
 @events.init_command_line_parser.add_listener
 def _add_arguments(parser) -> None:
-    group = parser.add_argument_group("Triton", "What the Triton users send and where (loadtests/)")
-    group.add_argument("--triton-host", default="127.0.0.1", env_var="TRITON_HOST", help="Triton host name")
-    group.add_argument("--triton-http-port", type=int, default=8000, env_var="TRITON_HTTP_PORT")
-    group.add_argument("--triton-grpc-port", type=int, default=8001, env_var="TRITON_GRPC_PORT")
-    group.add_argument(
-        "--protocol-mix",
-        default="http=1,grpc=1",
-        env_var="LOADTEST_PROTOCOLS",
-        help="relative share of users per protocol, e.g. http=3,grpc=1",
-    )
-    group.add_argument(
-        "--request-mix",
-        default="mnist_pipeline=1,mnist=1,l2norm=1",
-        env_var="LOADTEST_MIX",
-        help="relative share of requests per kind: " + ", ".join(REQUEST_KINDS),
-    )
-    group.add_argument("--mnist-batch", type=int, default=8, env_var="LOADTEST_BATCH_SIZE")
-    group.add_argument("--l2norm-batch", type=int, default=4, env_var="LOADTEST_L2NORM_BATCH")
-    group.add_argument("--l2norm-dim", type=int, default=128, env_var="LOADTEST_L2NORM_DIM")
-    group.add_argument(
-        "--request-timeout",
-        type=float,
-        default=10.0,
-        env_var="LOADTEST_REQUEST_TIMEOUT",
-        help="seconds before a request counts as failed",
-    )
-    group.add_argument("--mnist-images", default=None, env_var="MNIST_IMAGES", help="IDX images (.gz)")
-    group.add_argument(
+    # The flags of `python -m loadtests` (loadtests/options.py), so that a run can be repeated with Locust
+    # alone. The server's host is Locust's own --host (-H); without it $TRITON_HOST, else 127.0.0.1.
+    group = parser.add_argument_group("Triton", "Where the Triton server is (loadtests/, same flags)")
+    add_server_location_arguments(group, host=False)
+    add_workload_arguments(parser)
+    reports = parser.add_argument_group("loadtests reports")
+    reports.add_argument(
         "--final-stats",
         default=None,
         help="write the statistics at the end of the run to this JSON file (python -m loadtests reads it)",
     )
+    reports.add_argument(
+        "--live-stats",
+        default=None,
+        help=f"rewrite the running totals to this JSON file every {LIVE_STATS_INTERVAL_S:g} s (progress)",
+    )
+
+
+def triton_host(locust_host: str | None) -> str:
+    """Locust's --host as a host name: "http://h:8000" or "h" -> "h"."""
+    host = locust_host or os.environ.get(HOST_ENV) or DEFAULT_HOST
+    return urlsplit(host if "://" in host else f"//{host}").hostname or host
 
 
 @events.init.add_listener
@@ -81,22 +68,14 @@ def _configure_users(environment, **_kwargs) -> None:
     options = environment.parsed_options
     if options is None:
         raise RuntimeError("loadtests/locustfile.py is configured from Locust's command line options")
-    config = WorkloadConfig(
-        protocols=parse_weights(options.protocol_mix, PROTOCOLS, "protocol"),
-        mix=parse_weights(options.request_mix, REQUEST_KINDS, "request kind"),
-        mnist_batch=options.mnist_batch,
-        l2norm_batch=options.l2norm_batch,
-        l2norm_dim=options.l2norm_dim,
-        images_path=options.mnist_images,
-    )
+    config = workload_from_args(options)
     tasks = config.build_tasks()
+    location = ServerLocation(triton_host(options.host), options.http_port, options.grpc_port)
     for user_class in (HttpTritonUser, GrpcTritonUser):
         user_class.tasks = tasks
         user_class.weight = config.protocols[user_class.protocol]
-        user_class.triton_host = options.triton_host
-        user_class.request_timeout = options.request_timeout
-    HttpTritonUser.port = options.triton_http_port
-    GrpcTritonUser.port = options.triton_grpc_port
+        user_class.address = location.address(user_class.protocol)
+        user_class.timeout_s = options.timeout
     # Building the payload pools above blocked the event loop for a moment, and gevent's loop keeps the
     # time of its last iteration: without a refresh, Locust's --run-time timer (armed next) would count
     # that moment as part of the run and end it early.
@@ -104,7 +83,44 @@ def _configure_users(environment, **_kwargs) -> None:
     # A protocol of weight 0 gets no users: drop its class, as Locust does for classes declared so.
     environment.user_classes[:] = [cls for cls in environment.user_classes if cls.weight > 0]
     if not environment.user_classes:
-        raise ValueError(f"--protocol-mix {options.protocol_mix!r} leaves no user class to run")
+        raise ValueError(f"--protocol {options.protocol!r} leaves no user class to run")
+    if options.live_stats:
+        gevent.spawn(_write_live_stats, environment, options.live_stats)
+
+
+def _entry(stats_entry) -> dict:
+    """One row of Locust's statistics (its stats API), as the reports read it."""
+    has_requests = stats_entry.num_requests > 0
+    return {
+        "type": stats_entry.method or "",
+        "name": stats_entry.name,
+        "requests": stats_entry.num_requests,
+        "failures": stats_entry.num_failures,
+        "requests_per_s": stats_entry.total_rps,
+        "current_requests_per_s": stats_entry.current_rps,
+        "avg_ms": stats_entry.avg_response_time if has_requests else None,
+        "max_ms": stats_entry.max_response_time if has_requests else None,
+        "avg_response_bytes": stats_entry.avg_content_length if has_requests else None,
+        **{
+            key: stats_entry.get_response_time_percentile(fraction) if has_requests else None
+            for key, fraction in (("p50_ms", 0.50), ("p95_ms", 0.95), ("p99_ms", 0.99))
+        },
+    }
+
+
+def _write_json(path: str, data: dict) -> None:
+    # Written aside and renamed: the runner never reads half a file.
+    partial = f"{path}.partial"
+    with open(partial, "w") as handle:
+        json.dump(data, handle, indent=2)
+    os.replace(partial, path)
+
+
+def _write_live_stats(environment, path: str) -> None:
+    while True:
+        total = environment.stats.total
+        _write_json(path, {"total": _entry(total), "users": environment.runner.user_count})
+        gevent.sleep(LIVE_STATS_INTERVAL_S)
 
 
 @events.test_stop.add_listener
@@ -115,37 +131,30 @@ def _write_final_stats(environment, **_kwargs) -> None:
     if options is None or not options.final_stats:
         return
     stats = environment.stats
-
-    def entry(stats_entry) -> dict:
-        has_requests = stats_entry.num_requests > 0
-        return {
-            "type": stats_entry.method or "",
-            "name": stats_entry.name,
-            "requests": stats_entry.num_requests,
-            "failures": stats_entry.num_failures,
-            "requests_per_s": stats_entry.total_rps,
-            "avg_ms": stats_entry.avg_response_time if has_requests else None,
-            "max_ms": stats_entry.max_response_time if has_requests else None,
-            "avg_response_bytes": stats_entry.avg_content_length if has_requests else None,
-            **{
-                key: stats_entry.get_response_time_percentile(fraction) if has_requests else None
-                for key, fraction in (("p50_ms", 0.50), ("p95_ms", 0.95), ("p99_ms", 0.99))
-            },
-        }
-
     final = {
-        "request_types": [entry(e) for _, e in sorted(stats.entries.items())],
-        "total": entry(stats.total),
+        "request_types": [
+            _entry(e) for e in sorted(stats.entries.values(), key=lambda e: (e.method, e.name))
+        ],
+        "total": _entry(stats.total),
         "errors": [
-            {"name": e.name, "error": StatsError.parse_error(e.error), "occurrences": e.occurrences}
+            {
+                "name": _report_name(e.method, e.name),
+                "error": StatsError.parse_error(e.error),
+                "occurrences": e.occurrences,
+            }
             for e in stats.errors.values()
         ],
         "exceptions": [
             {"count": e["count"], "message": e["msg"]} for e in (environment.runner.exceptions or {}).values()
         ],
     }
-    with open(options.final_stats, "w") as handle:
-        json.dump(final, handle, indent=2)
+    _write_json(options.final_stats, final)
+    if options.live_stats:  # the last progress line shows the figures of the report
+        _write_json(options.live_stats, {"total": final["total"], "users": 0, "final": True})
+
+
+def _report_name(request_type: str | None, name: str) -> str:
+    return f"{request_type} {name}" if request_type else name
 
 
 class TritonUser(User):
@@ -153,24 +162,16 @@ class TritonUser(User):
 
     abstract = True
     protocol: str
-    port: int
-    triton_host = "127.0.0.1"
-    request_timeout = 10.0
+    address = ""
+    timeout_s = 10.0
     # Closed loop with no think time: each user measures what the server sustains, not what a human does.
     wait_time = constant(0)
 
     def on_start(self) -> None:
-        self.client = self.connect(f"{self.triton_host}:{self.port}")
+        self.connection = Connection(self.protocol, self.address, self.timeout_s)
 
     def on_stop(self) -> None:
-        self.client.close()
-
-    def connect(self, url: str):
-        raise NotImplementedError
-
-    def send(self, task: TritonTask, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Runs one inference; returns the requested outputs by name."""
-        raise NotImplementedError
+        self.connection.close()
 
     def infer(self, task: TritonTask, inputs: dict[str, np.ndarray]) -> None:
         """Sends one request and reports it to Locust; every exception counts as a failure."""
@@ -179,7 +180,7 @@ class TritonUser(User):
         response_time_ms = None
         start = time.perf_counter()
         try:
-            outputs = self.send(task, inputs)
+            outputs = self.connection.infer(task.model, inputs, task.output_names)
             response_time_ms = (time.perf_counter() - start) * 1000.0
             response_length = sum(array.nbytes for array in outputs.values())
             task.check(inputs, outputs)
@@ -189,9 +190,10 @@ class TritonUser(User):
             exception = RequestFailure.wrap(error)
             if response_time_ms is None:
                 response_time_ms = (time.perf_counter() - start) * 1000.0
+        # Locust shows the type (the protocol) and the name side by side: "grpc  mnist b8".
         self.environment.events.request.fire(
             request_type=self.protocol,
-            name=request_name(self.protocol, task.model, task.batch),
+            name=locust_name(task.model, task.batch),
             response_time=response_time_ms,
             response_length=response_length,
             exception=exception,
@@ -203,50 +205,9 @@ class HttpTritonUser(TritonUser):
     """KServe v2 over HTTP/REST (binary tensor extension), via tritonclient.http (gevent-native)."""
 
     protocol = "http"
-    port = 8000
-
-    def connect(self, url: str):
-        return tritonclient.http.InferenceServerClient(
-            url, connection_timeout=self.request_timeout, network_timeout=self.request_timeout
-        )
-
-    def send(self, task: TritonTask, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        infer_inputs = []
-        for input_name, array in inputs.items():
-            infer_input = tritonclient.http.InferInput(input_name, list(array.shape), _triton_dtype(array))
-            infer_input.set_data_from_numpy(array, binary_data=True)
-            infer_inputs.append(infer_input)
-        requested = [tritonclient.http.InferRequestedOutput(n, binary_data=True) for n in task.output_names]
-        return _outputs(self.client.infer(task.model, infer_inputs, outputs=requested), task.output_names)
 
 
 class GrpcTritonUser(TritonUser):
     """KServe v2 over gRPC, via tritonclient.grpc (made gevent-cooperative at the top of this file)."""
 
     protocol = "grpc"
-    port = 8001
-
-    def connect(self, url: str):
-        return tritonclient.grpc.InferenceServerClient(url)
-
-    def send(self, task: TritonTask, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        infer_inputs = []
-        for input_name, array in inputs.items():
-            infer_input = tritonclient.grpc.InferInput(input_name, list(array.shape), _triton_dtype(array))
-            infer_input.set_data_from_numpy(array)
-            infer_inputs.append(infer_input)
-        requested = [tritonclient.grpc.InferRequestedOutput(n) for n in task.output_names]
-        result = self.client.infer(
-            task.model, infer_inputs, outputs=requested, client_timeout=self.request_timeout
-        )
-        return _outputs(result, task.output_names)
-
-
-def _triton_dtype(array: np.ndarray) -> str:
-    return "BYTES" if array.dtype == np.object_ else tritonclient.utils.np_to_triton_dtype(array.dtype)
-
-
-def _outputs(result, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    # Missing outputs are left out here and reported by the task's check.
-    arrays = {name: result.as_numpy(name) for name in names}
-    return {name: array for name, array in arrays.items() if array is not None}

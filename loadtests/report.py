@@ -102,11 +102,17 @@ def _number(text: str | None) -> float | None:
     return None if math.isnan(value) else value
 
 
+def report_name(request_type: str | None, name: str) -> str:
+    """Locust keeps a request's type (our protocol) and name ("mnist b8") apart; reports join them."""
+    return f"{request_type} {name}" if request_type else name
+
+
 def _stats_from_final(entry: dict) -> RequestTypeStats:
-    parsed = parse_request_name(entry["name"])
+    name = report_name(entry.get("type"), entry["name"])
+    parsed = parse_request_name(name)
     rps = float(entry["requests_per_s"])
     return RequestTypeStats(
-        name=entry["name"],
+        name=name,
         protocol=parsed.protocol if parsed else None,
         model=parsed.model if parsed else None,
         batch=parsed.batch if parsed else None,
@@ -254,6 +260,16 @@ def _cell(text: str, limit: int = 300) -> str:
     return " ".join(text.split()).replace("|", "\\|")[:limit]
 
 
+def _weights(weights: dict | None) -> str:
+    return ", ".join(f"{name}={weight}" for name, weight in (weights or {}).items()) or "n/a"
+
+
+def describe_thresholds(thresholds: dict) -> str:
+    p99 = thresholds.get("max_p99_ms")
+    p99_text = f"p99 at most {p99:g} ms" if p99 else "p99 not judged (no --max-p99-ms)"
+    return f"failure ratio at most {thresholds.get('max_failure_ratio', 0):g}, {p99_text}"
+
+
 def summary_markdown(summary: RunSummary) -> str:
     run = summary.run
     verdict = "PASSED" if summary.passed else "FAILED"
@@ -262,10 +278,10 @@ def summary_markdown(summary: RunSummary) -> str:
         "",
         f"- target: HTTP {run.get('http_url')}, gRPC {run.get('grpc_url')}",
         f"- users: {run.get('users')} (spawn rate {run.get('spawn_rate')}/s), run time {run.get('run_time')}",
-        f"- protocol mix: {run.get('protocols')}; request mix: {run.get('mix')}",
+        f"- protocol mix: {_weights(run.get('protocols'))}; request mix: {_weights(run.get('mix'))}",
+        f"- digits: {run.get('digits', 'n/a')}",
         f"- started: {run.get('started_at')}",
-        f"- thresholds: failure ratio <= {summary.thresholds.get('max_failure_ratio')}, "
-        f"p99 <= {summary.thresholds.get('max_p99_ms') or 'not set'} ms",
+        f"- thresholds: {describe_thresholds(summary.thresholds)}",
         "",
         *stats_table([*summary.request_types, summary.total]),
         "",
@@ -313,7 +329,7 @@ def read_history(history_csv: Path) -> dict[str, dict[str, list[float]]]:
         return {}
     with history_csv.open(newline="") as handle:
         for row in csv.DictReader(handle):
-            entry = series[row["Name"]]
+            entry = series[report_name(row["Type"], row["Name"])]
             entry["t"].append(float(row["Timestamp"]))
             entry["users"].append(float(row["User Count"]))
             entry["rps"].append(_number(row["Requests/s"]) or 0.0)

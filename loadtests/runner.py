@@ -12,9 +12,9 @@ Every option also reads an environment variable (for containers and CI), e.g. TR
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -27,12 +27,24 @@ from pathlib import Path
 from tqdm import tqdm
 
 from loadtests import report
-from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig, parse_weights
+from loadtests.options import add_workload_arguments, locust_arguments, workload_from_args
+from loadtests.workloads import WorkloadConfig, digit_source
+from trt_plugin_kit.cli_options import (
+    ServerLocation,
+    add_server_location_arguments,
+    converter,
+    env_default,
+    fraction,
+    non_negative_float,
+    positive_seconds,
+)
+from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.triton_protocol import NotReady, wait_until_ready
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 USER_CLASSES = {"http": "HttpTritonUser", "grpc": "GrpcTritonUser"}
+LIVE_STATS_FILE = "locust_live_stats.json"
 
 EXIT_PASSED, EXIT_THRESHOLDS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130  # the shell's code for Ctrl-C
@@ -42,58 +54,66 @@ class LoadTestError(Exception):
     """The load test could not run (as opposed to: it ran and broke a threshold)."""
 
 
+def _locust_parse_timespan():
+    """Locust's own parse_timespan (how `locust --run-time` reads a duration), loaded from its file: importing
+    the locust package would monkey-patch this whole process for gevent."""
+    package = importlib.util.find_spec("locust")  # finds the package without importing it
+    path = Path(package.submodule_search_locations[0]) / "util" / "timespan.py"
+    spec = importlib.util.spec_from_file_location("loadtests._locust_timespan", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parse_timespan
+
+
+parse_timespan = _locust_parse_timespan()
+
+
 def parse_duration(text: str) -> float:
-    """Locust's time spans: "90", "30s", "2m", "1h30m", "1m30s" -> seconds."""
-    text = text.strip()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
-        return float(text)
-    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text)
-    if not match or not any(match.groups()):
-        raise ValueError(f"bad duration {text!r}: use e.g. 30s, 2m, 1h30m")
-    hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    seconds = hours * 3600 + minutes * 60 + seconds
+    """Locust's own time spans ("90", "30s", "2m", "1h30m") -> seconds, at least 1."""
+    try:
+        seconds = parse_timespan(str(text).strip())
+    except ValueError:
+        raise ValueError(f"bad duration {str(text)!r}: use e.g. 30s, 2m, 1h30m") from None
     if seconds <= 0:
-        raise ValueError(f"duration {text!r} must be longer than zero")
+        raise ValueError(f"duration {str(text)!r} must be longer than zero")
     return float(seconds)
 
 
 def parse_user_counts(text: str) -> list[int]:
     try:
-        counts = [int(part) for part in text.split(",") if part.strip()]
+        counts = [int(part) for part in str(text).split(",") if part.strip()]
     except ValueError:
-        raise ValueError(f"--users takes whole numbers separated by commas, got {text!r}") from None
+        raise ValueError(f"--users takes whole numbers separated by commas, got {str(text)!r}") from None
     if not counts or any(count < 1 for count in counts):
-        raise ValueError(f"--users needs at least one count, each >= 1; got {text!r}")
+        raise ValueError(f"--users needs at least one count, each >= 1; got {str(text)!r}")
     return counts
 
 
-@dataclass
-class Target:
-    """Where the Triton server under test listens."""
+def run_time(text: str) -> str:
+    parse_duration(text)
+    return str(text).strip()
 
-    host: str
-    http_port: int
-    grpc_port: int
 
-    @property
-    def http_url(self) -> str:
-        return f"{self.host}:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"{self.host}:{self.grpc_port}"
+def milliseconds(text: str) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"expected a number of milliseconds, got {str(text)!r}") from None
+    if not value > 0:
+        raise ValueError(f"must be more than 0 ms, got {text}")
+    return value
 
 
 @dataclass
 class RunPlan:
     """One headless Locust run."""
 
-    target: Target
+    location: ServerLocation
     workload: WorkloadConfig
     users: int
     spawn_rate: float
     run_time: str
-    request_timeout: float
+    timeout_s: float
     out_dir: Path
     thresholds: report.Thresholds
     extra_info: dict = field(default_factory=dict)
@@ -106,7 +126,8 @@ class RunPlan:
         return [name for name in self.workload.request_names() if name.split(" ", 1)[0] in sure]
 
     def locust_command(self) -> list[str]:
-        w = self.workload
+        """`locust --headless ...` with the load options of this run and the workload as the same flags
+        `python -m loadtests` takes (loadtests/options.py)."""
         command = [
             sys.executable,
             "-m",
@@ -128,31 +149,20 @@ class RunPlan:
             str(self.out_dir / "locust.html"),
             "--loglevel",
             "INFO",
-            "--triton-host",
-            self.target.host,
-            "--triton-http-port",
-            str(self.target.http_port),
-            "--triton-grpc-port",
-            str(self.target.grpc_port),
-            "--protocol-mix",
-            ",".join(f"{k}={v}" for k, v in w.protocols.items()),
-            "--request-mix",
-            ",".join(f"{k}={v}" for k, v in w.mix.items()),
-            "--mnist-batch",
-            str(w.mnist_batch),
-            "--l2norm-batch",
-            str(w.l2norm_batch),
-            "--l2norm-dim",
-            str(w.l2norm_dim),
-            "--request-timeout",
-            f"{self.request_timeout:g}",
+            "--host",
+            self.location.host,
+            "--http-port",
+            str(self.location.http_port),
+            "--grpc-port",
+            str(self.location.grpc_port),
+            *locust_arguments(self.workload, self.timeout_s),
             "--final-stats",
             str(self.out_dir / report.FINAL_STATS_FILE),
+            "--live-stats",
+            str(self.out_dir / LIVE_STATS_FILE),
         ]
-        if w.images_path:
-            command += ["--mnist-images", str(w.images_path)]
         # Only the protocols that get users: Locust refuses classes it cannot give a weight to.
-        command += [USER_CLASSES[p] for p, weight in w.protocols.items() if weight > 0]
+        command += [USER_CLASSES[p] for p, weight in self.workload.protocols.items() if weight > 0]
         return command
 
     def run_info(self, started_at: str) -> dict:
@@ -161,14 +171,15 @@ class RunPlan:
             "users": self.users,
             "spawn_rate": self.spawn_rate,
             "run_time": self.run_time,
-            "http_url": self.target.http_url,
-            "grpc_url": self.target.grpc_url,
+            "http_url": self.location.address("http"),
+            "grpc_url": self.location.address("grpc"),
             "protocols": self.workload.protocols,
             "mix": self.workload.mix,
             "mnist_batch": self.workload.mnist_batch,
             "l2norm_batch": self.workload.l2norm_batch,
             "l2norm_dim": self.workload.l2norm_dim,
-            "request_timeout_s": self.request_timeout,
+            "digits": digit_source(self.workload.mnist_dir).description,
+            "timeout_s": self.timeout_s,
             **self.extra_info,
         }
 
@@ -183,20 +194,22 @@ def _locust_environment() -> dict[str, str]:
     return env
 
 
-def _latest_total(history_csv: Path) -> tuple[float, int, int] | None:
-    """(current requests/s, requests, failures) from the newest Aggregated row Locust has flushed."""
+def _running_totals(path: Path) -> dict | None:
+    """The totals the locustfile rewrites every second (Locust's stats API, not its CSV files)."""
     try:
-        lines = history_csv.read_text().splitlines()
-    except OSError:
+        return json.loads(path.read_text())["total"]
+    except (OSError, ValueError, KeyError):
         return None
-    for line in reversed(lines[1:]):
-        cells = line.split(",")
-        if len(cells) > 4 and cells[3] == report.TOTAL_NAME:
-            try:
-                return float(cells[4]), int(cells[-7]), int(cells[-6])
-            except ValueError:
-                return None
-    return None
+
+
+def _describe_totals(total: dict) -> str:
+    return (
+        f"{total['requests']:,} requests, {total['failures']:,} failed, {total['requests_per_s']:.0f} req/s"
+    )
+
+
+# The bar counts seconds of the run; its text is the totals so far ("5/12 s, 1,901 requests, ...").
+PROGRESS_FORMAT = "{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s{postfix}"
 
 
 def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
@@ -208,7 +221,9 @@ def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
     # Locust needs a few seconds to start and to write its reports; beyond this it is stuck.
     deadline = time.monotonic() + duration + 60 + plan.users / plan.spawn_rate
     history_csv = plan.out_dir / f"{report.CSV_PREFIX}_stats_history.csv"
-    with log_path.open("w") as log, tqdm(total=round(duration), desc=label, unit="s", leave=True) as bar:
+    live_stats = plan.out_dir / LIVE_STATS_FILE
+    progress = tqdm(total=round(duration), desc=label, bar_format=PROGRESS_FORMAT, leave=True)
+    with log_path.open("w") as log, progress as bar:
         process = subprocess.Popen(
             plan.locust_command(),
             cwd=REPO_ROOT,
@@ -223,10 +238,15 @@ def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
                     raise LoadTestError(f"Locust did not finish in time; see {log_path}")
                 time.sleep(1.0)
                 bar.n = min(round(time.monotonic() - start), bar.total)
-                latest = _latest_total(history_csv)
-                if latest:
-                    bar.set_postfix(rps=f"{latest[0]:.0f}", requests=latest[1], failures=latest[2])
+                totals = _running_totals(live_stats)
+                if totals:
+                    bar.set_postfix_str(_describe_totals(totals), refresh=False)
                 bar.refresh()
+            # The last line: Locust's final statistics, the very figures of the summary.
+            totals = _running_totals(live_stats)
+            if totals:
+                bar.n = bar.total
+                bar.set_postfix_str(_describe_totals(totals))
         finally:
             if process.poll() is None:
                 process.terminate()
@@ -255,161 +275,102 @@ def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
 
 
 @contextmanager
-def start_server(variant: str, log_file: Path) -> Iterator[Target]:
+def start_server(variant: str, log_file: Path) -> Iterator[ServerLocation]:
     """Starts Triton on free loopback ports the way `make serve` does; stops it on exit."""
     resolved, reason = choose_variant(variant)
     print(f"starting Triton ({resolved}: {reason}); log {log_file}", file=sys.stderr)
     with TritonServer(variant=resolved, ports=Ports.free(), log_file=log_file) as server:
-        yield Target("127.0.0.1", server.ports.http, server.ports.grpc)
+        yield ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc, server.ports.metrics)
 
 
-def wait_for_server(target: Target, models: list[str], timeout_s: float) -> str:
+def wait_for_server(location: ServerLocation, models: list[str], timeout_s: float) -> str:
     """Waits until the server and the models are ready over both protocols; returns the server version."""
-    import tritonclient.grpc
-    import tritonclient.http
-
-    deadline = time.monotonic() + timeout_s
-    last_problem = "not tried"
-    while True:
-        try:
-            http = tritonclient.http.InferenceServerClient(
-                target.http_url, connection_timeout=5, network_timeout=5
-            )
-            grpc = tritonclient.grpc.InferenceServerClient(target.grpc_url)
-            try:
-                not_ready = [m for m in models if not http.is_model_ready(m)]
-                not_ready += [f"{m} (gRPC)" for m in models if not grpc.is_model_ready(m, client_timeout=5)]
-                if not not_ready:
-                    return http.get_server_metadata().get("version", "unknown")
-                last_problem = "models not ready: " + ", ".join(not_ready)
-            finally:
-                http.close()
-                grpc.close()
-        except Exception as error:  # any failure here means "not up yet"; reported if it lasts
-            last_problem = f"{type(error).__name__}: {error}"
-        if time.monotonic() >= deadline:
-            raise LoadTestError(
-                f"no ready Triton server at HTTP {target.http_url} / gRPC {target.grpc_url} after "
-                f"{timeout_s:g}s ({last_problem}). Start one with `make serve`, or pass --start-server."
-            )
-        time.sleep(1.0)
+    try:
+        metadata = wait_until_ready(location, models=models, timeout_s=timeout_s)
+    except NotReady as error:
+        hint = ". Start one with `make serve`, or pass --start-server." if error.waited_out else ""
+        raise LoadTestError(f"{error}{hint}") from None
+    return metadata.get("version", "unknown")
 
 
 # ---------------------------------------------------------------------------------------------------
 # Command line
 
 
-def _env(name: str, default: str | None) -> str | None:
-    return os.environ.get(name, default)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m loadtests",
         description="Headless Locust load test of the Triton models over HTTP and gRPC, with reports "
-        "and pass/fail thresholds. Each option's environment variable is given in brackets.",
+        "and pass/fail thresholds. Every option also reads the environment variable named in its help; "
+        "the flag wins.",
     )
-    target = parser.add_argument_group("server under test")
-    target.add_argument("--host", default=_env("TRITON_HOST", "127.0.0.1"), help="[TRITON_HOST] 127.0.0.1")
-    target.add_argument(
-        "--http-port", type=int, default=int(_env("TRITON_HTTP_PORT", "8000")), help="[TRITON_HTTP_PORT] 8000"
-    )
-    target.add_argument(
-        "--grpc-port", type=int, default=int(_env("TRITON_GRPC_PORT", "8001")), help="[TRITON_GRPC_PORT] 8001"
-    )
+    target = add_server_location_arguments(parser)
     target.add_argument(
         "--start-server",
         action="store_true",
-        default=_env("LOADTEST_START_SERVER", "") == "1",
-        help="[LOADTEST_START_SERVER=1] start Triton like `make serve`, on free loopback ports",
+        default=os.environ.get("LOADTEST_START_SERVER", "") == "1",
+        help="start Triton like `make serve`, on free loopback ports ($LOADTEST_START_SERVER=1)",
     )
     target.add_argument(
         "--server-variant",
         choices=("auto", "tensorrt", "cpu"),
-        default=_env("TRITON_VARIANT", "auto"),
-        help="[TRITON_VARIANT] with --start-server: which server, as for `make serve` (auto)",
+        default=os.environ.get("TRITON_VARIANT", "auto"),
+        help="with --start-server: which server, as for `make serve` (default: auto; $TRITON_VARIANT)",
     )
     target.add_argument(
         "--wait-for-server",
-        type=float,
-        default=float(_env("LOADTEST_WAIT_FOR_SERVER", "30")),
-        help="[LOADTEST_WAIT_FOR_SERVER] seconds to wait for the server and models to be ready (30)",
+        type=converter(positive_seconds),
+        default=env_default("LOADTEST_WAIT_FOR_SERVER", 30.0),
+        metavar="SECONDS",
+        help="how long to wait for the server and models to be ready "
+        "(default: 30; $LOADTEST_WAIT_FOR_SERVER)",
     )
 
     load = parser.add_argument_group("load")
     load.add_argument(
         "--users",
-        default=_env("LOADTEST_USERS", "4"),
-        help="[LOADTEST_USERS] concurrent users; a list (1,4,16) runs one test per count (4)",
+        type=converter(parse_user_counts),
+        default=env_default("LOADTEST_USERS", [4]),
+        metavar="N[,N...]",
+        help="concurrent users; a list (1,4,16) runs one test per count (default: 4; $LOADTEST_USERS)",
     )
     load.add_argument(
         "--spawn-rate",
-        type=float,
-        default=float(_env("LOADTEST_SPAWN_RATE", "0")),
-        help="[LOADTEST_SPAWN_RATE] users started per second; 0: all at once (0)",
+        type=converter(non_negative_float),
+        default=env_default("LOADTEST_SPAWN_RATE", 0.0),
+        metavar="USERS/S",
+        help="users started per second; 0: all at once (default: 0; $LOADTEST_SPAWN_RATE)",
     )
     load.add_argument(
-        "--run-time", default=_env("LOADTEST_RUN_TIME", "60s"), help="[LOADTEST_RUN_TIME] per run (60s)"
+        "--run-time",
+        type=converter(run_time),
+        default=env_default("LOADTEST_RUN_TIME", "60s"),
+        metavar="TIME",
+        help="per run: 30s, 2m, 1h30m (default: 60s; $LOADTEST_RUN_TIME)",
     )
-    load.add_argument(
-        "--protocols",
-        default=_env("LOADTEST_PROTOCOLS", "http=1,grpc=1"),
-        help="[LOADTEST_PROTOCOLS] share of users per protocol, e.g. grpc or http=3,grpc=1 (http=1,grpc=1)",
-    )
-    load.add_argument(
-        "--mix",
-        default=_env("LOADTEST_MIX", "mnist_pipeline=1,mnist=1,l2norm=1"),
-        help="[LOADTEST_MIX] share of requests per kind (mnist_pipeline=1,mnist=1,l2norm=1)",
-    )
-    load.add_argument(
-        "--batch-size",
-        type=int,
-        default=int(_env("LOADTEST_BATCH_SIZE", "8")),
-        help="[LOADTEST_BATCH_SIZE] digits per request to `mnist` (8)",
-    )
-    load.add_argument(
-        "--l2norm-batch",
-        type=int,
-        default=int(_env("LOADTEST_L2NORM_BATCH", "4")),
-        help="[LOADTEST_L2NORM_BATCH] vectors per request to `l2norm` (4)",
-    )
-    load.add_argument(
-        "--l2norm-dim",
-        type=int,
-        default=int(_env("LOADTEST_L2NORM_DIM", "128")),
-        help="[LOADTEST_L2NORM_DIM] vector length (128)",
-    )
-    load.add_argument(
-        "--request-timeout",
-        type=float,
-        default=float(_env("LOADTEST_REQUEST_TIMEOUT", "10")),
-        help="[LOADTEST_REQUEST_TIMEOUT] seconds before a request counts as failed (10)",
-    )
-    load.add_argument(
-        "--mnist-images",
-        default=_env("MNIST_IMAGES", None),
-        help="[MNIST_IMAGES] IDX digits to send (../shared/data/mnist/mnist-dev-images-idx3-ubyte.gz)",
-    )
+    add_workload_arguments(parser)
 
     verdict = parser.add_argument_group("thresholds and reports")
     verdict.add_argument(
         "--max-failure-ratio",
-        type=float,
-        default=float(_env("LOADTEST_MAX_FAILURE_RATIO", "0")),
-        help="[LOADTEST_MAX_FAILURE_RATIO] highest failed/total per request type and overall (0)",
+        type=converter(fraction),
+        default=env_default("LOADTEST_MAX_FAILURE_RATIO", 0.0),
+        metavar="FRACTION",
+        help="highest failed/total per request type and overall (default: 0; $LOADTEST_MAX_FAILURE_RATIO)",
     )
-    max_p99 = _env("LOADTEST_MAX_P99_MS", None)
     verdict.add_argument(
         "--max-p99-ms",
-        type=float,
-        default=float(max_p99) if max_p99 else None,
-        help="[LOADTEST_MAX_P99_MS] highest p99 response time per request type, ms (not judged unless set)",
+        type=converter(milliseconds),
+        default=env_default("LOADTEST_MAX_P99_MS", None),
+        metavar="MS",
+        help="highest p99 response time per request type, ms (default: not judged; $LOADTEST_MAX_P99_MS)",
     )
     verdict.add_argument(
         "--reports-dir",
         type=Path,
-        default=Path(_env("LOADTEST_REPORTS_DIR", "")) if _env("LOADTEST_REPORTS_DIR", "") else None,
-        help="[LOADTEST_REPORTS_DIR] where reports go (reports/loadtest-<UTC timestamp>/)",
+        default=env_default("LOADTEST_REPORTS_DIR", None),
+        metavar="DIR",
+        help="where reports go (default: reports/loadtest-<UTC time>/; $LOADTEST_REPORTS_DIR)",
     )
     return parser
 
@@ -455,24 +416,17 @@ def write_sweep_summary(results: list[tuple[int, report.RunSummary]], out_dir: P
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    user_counts = args.users
+    workload = workload_from_args(args)
     try:
-        user_counts = parse_user_counts(args.users)
-        parse_duration(args.run_time)
-        workload = WorkloadConfig(
-            protocols=parse_weights(args.protocols, PROTOCOLS, "protocol"),
-            mix=parse_weights(args.mix, REQUEST_KINDS, "request kind"),
-            mnist_batch=args.batch_size,
-            l2norm_batch=args.l2norm_batch,
-            l2norm_dim=args.l2norm_dim,
-            images_path=args.mnist_images,
-        )
-        workload.build_tasks()  # fails here, with the reason, on bad batch sizes or missing digits
-        thresholds = report.Thresholds(args.max_failure_ratio, args.max_p99_ms)
-        if args.spawn_rate < 0 or args.request_timeout <= 0:
-            raise ValueError("--spawn-rate must be >= 0 and --request-timeout > 0")
+        source = digit_source(workload.mnist_dir)
+        workload.build_tasks()  # fails here, with the reason, on bad sizes
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
+    if source.note:
+        print(f"note: {source.note}", file=sys.stderr)
+    thresholds = report.Thresholds(args.max_failure_ratio, args.max_p99_ms)
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     out_dir = args.reports_dir or REPO_ROOT / "reports" / f"loadtest-{stamp}"
@@ -480,23 +434,23 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         try:
             if args.start_server:
-                target = stack.enter_context(start_server(args.server_variant, out_dir / "server.log"))
+                location = stack.enter_context(start_server(args.server_variant, out_dir / "server.log"))
             else:
-                target = Target(args.host, args.http_port, args.grpc_port)
+                location = ServerLocation.from_args(args)
             print(
-                f"waiting up to {args.wait_for_server:g}s for Triton at HTTP {target.http_url} / gRPC "
-                f"{target.grpc_url} (models: {', '.join(models)})",
+                f"waiting up to {args.wait_for_server:g} s for Triton at {location.describe()} "
+                f"(models: {', '.join(models)})",
                 file=sys.stderr,
             )
-            version = wait_for_server(target, models, args.wait_for_server)
+            version = wait_for_server(location, models, args.wait_for_server)
             plans = [
                 RunPlan(
-                    target=target,
+                    location=location,
                     workload=workload,
                     users=users,
                     spawn_rate=args.spawn_rate or users,
                     run_time=args.run_time,
-                    request_timeout=args.request_timeout,
+                    timeout_s=args.timeout,
                     out_dir=out_dir / f"users-{users}" if len(user_counts) > 1 else out_dir,
                     thresholds=thresholds,
                     extra_info={"triton_version": version},

@@ -19,11 +19,23 @@ import numpy as np
 from PIL import Image
 
 from trt_plugin_kit import mnist as mnist_data
+from trt_plugin_kit.cli_options import parse_weights  # noqa: F401 - the mixes' parser, used from here
+from trt_plugin_kit.interface import (
+    L2NORM,
+    L2NORM_INPUT,
+    L2NORM_OUTPUT,
+    MNIST,
+    MNIST_INPUT,
+    MNIST_OUTPUT,
+    MNIST_PIPELINE,
+    PIPELINE_INPUT,
+    SAMPLES_DIR,
+)
 from trt_plugin_kit.reference import l2_normalize
 
 PROTOCOLS = ("http", "grpc")
 # Request kinds, named after the model each one calls (the names of the serving interface).
-REQUEST_KINDS = ("mnist_pipeline", "mnist", "l2norm")
+REQUEST_KINDS = (MNIST_PIPELINE, MNIST, L2NORM)
 
 # How many real digits the pools hold: enough that requests differ, small enough to build in a second.
 DIGIT_POOL_SIZE = 1024
@@ -51,34 +63,15 @@ class RequestFailure(Exception):
         return self.args[0]
 
 
-def parse_weights(text: str, allowed: tuple[str, ...], what: str) -> dict[str, int]:
-    """Parses a mix such as "http=3,grpc=1" (a bare name means weight 1) into {name: weight}.
-
-    Every allowed name is in the result (0 when not given); at least one weight must be positive.
-    """
-    weights = dict.fromkeys(allowed, 0)
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        name, sep, value = part.partition("=")
-        name = name.strip()
-        if name not in allowed:
-            raise ValueError(f"unknown {what} {name!r} in {text!r}; expected names from {', '.join(allowed)}")
-        try:
-            weight = int(value) if sep else 1
-        except ValueError:
-            raise ValueError(f"{what} weight for {name!r} must be a whole number, got {value!r}") from None
-        if weight < 0:
-            raise ValueError(f"{what} weight for {name!r} must be >= 0, got {weight}")
-        weights[name] = weight
-    if not any(weights.values()):
-        raise ValueError(f"{what} mix {text!r} gives no positive weight; use e.g. {allowed[0]}=1")
-    return weights
-
-
 def request_name(protocol: str, model: str, batch: int) -> str:
-    """The name each request type has in Locust's statistics and in every report, e.g. "grpc mnist b8"."""
-    return f"{protocol} {model} b{batch}"
+    """The name each request type has in every report, e.g. "grpc mnist b8": the protocol (Locust's request
+    type column) and the name Locust shows beside it (locust_name)."""
+    return f"{protocol} {locust_name(model, batch)}"
+
+
+def locust_name(model: str, batch: int) -> str:
+    """The request's name in Locust's own tables, next to its type (the protocol): "mnist b8"."""
+    return f"{model} b{batch}"
 
 
 @dataclass(frozen=True)
@@ -103,19 +96,14 @@ def parse_request_name(name: str) -> RequestName | None:
 # Payload pools, built once per process and shared by every simulated user.
 
 
-@lru_cache(maxsize=4)
-def digit_images(images_path: str | None = None) -> np.ndarray:
-    """The first DIGIT_POOL_SIZE real MNIST digits as uint8 [N, 28, 28], from an IDX file or from a folder
-    of 28x28 grayscale PNG digits (e.g. samples/digits, where no MNIST set is at hand)."""
-    path = Path(images_path) if images_path else mnist_data.DEFAULT_DATA_DIR / mnist_data.DEV_IMAGES_FILE
-    if path.is_dir():
-        return png_digits(path)[:DIGIT_POOL_SIZE]
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"MNIST images not found at {path}: the load test sends real digits; point --mnist-images "
-            "(or MNIST_IMAGES) at mnist-dev-images-idx3-ubyte.gz or at a folder of 28x28 PNG digits"
-        )
-    return mnist_data.load_images(path)[:DIGIT_POOL_SIZE]
+@dataclass(frozen=True)
+class DigitSource:
+    """Where the digits come from: the MNIST dev set, or (no data set given and none in the default folder)
+    the sample digits of the repository."""
+
+    images: np.ndarray  # uint8 [N, 28, 28]
+    description: str
+    note: str = ""  # said to the user when the sample digits stand in for the data set
 
 
 def png_digits(folder: Path) -> np.ndarray:
@@ -134,10 +122,39 @@ def png_digits(folder: Path) -> np.ndarray:
 
 
 @lru_cache(maxsize=4)
-def png_pool(images_path: str | None = None) -> tuple[bytes, ...]:
+def digit_source(mnist_dir: str | None = None) -> DigitSource:
+    """The first DIGIT_POOL_SIZE MNIST dev digits from --mnist-dir / $MNIST_DIR / the default folder; a
+    folder named by flag or variable may instead hold 28x28 PNG digits (e.g. samples/digits).
+
+    Without a data set named by flag or variable and none in the default folder (a clone without ../shared),
+    the 10 sample digits of samples/digits/ stand in. A folder that is named but holds neither is an error
+    (mnist.MnistDataMissing, a FileNotFoundError whose message says how to fix it)."""
+    folder = mnist_data.data_dir(mnist_dir)
+    named = bool(mnist_dir) or folder != mnist_data.DEFAULT_DATA_DIR
+    if not mnist_data.has_dev_set(folder) and named and any(folder.glob("*.png")):
+        images = png_digits(folder)[:DIGIT_POOL_SIZE]
+        return DigitSource(images, f"{len(images)} PNG digits from {folder}")
+    if mnist_data.has_dev_set(folder) or named:
+        images = mnist_data.load_dev_set(mnist_dir)[0][:DIGIT_POOL_SIZE]
+        return DigitSource(images, f"{len(images)} MNIST dev digits from {folder}")
+    images = png_digits(SAMPLES_DIR)
+    note = (
+        f"no MNIST data set: {mnist_data.missing_data_message()} Sending the {len(images)} sample digits of "
+        f"{SAMPLES_DIR} instead."
+    )
+    return DigitSource(images, f"{len(images)} sample digits from {SAMPLES_DIR}", note)
+
+
+def digit_images(mnist_dir: str | None = None) -> np.ndarray:
+    """The digit pool as uint8 [N, 28, 28] (see digit_source)."""
+    return digit_source(mnist_dir).images
+
+
+@lru_cache(maxsize=4)
+def png_pool(mnist_dir: str | None = None) -> tuple[bytes, ...]:
     """The digit pool encoded as grayscale PNG files, what a real client of mnist_pipeline uploads."""
     encoded = []
-    for image in digit_images(images_path):
+    for image in digit_images(mnist_dir):
         buffer = io.BytesIO()
         Image.fromarray(image, mode="L").save(buffer, format="PNG")
         encoded.append(buffer.getvalue())
@@ -145,9 +162,9 @@ def png_pool(images_path: str | None = None) -> tuple[bytes, ...]:
 
 
 @lru_cache(maxsize=4)
-def preprocessed_pool(images_path: str | None = None) -> np.ndarray:
+def preprocessed_pool(mnist_dir: str | None = None) -> np.ndarray:
     """The digit pool preprocessed exactly as the `mnist` model expects: FP32 [N, 1, 28, 28]."""
-    return mnist_data.to_tensor(digit_images(images_path))
+    return mnist_data.to_tensor(digit_images(mnist_dir))
 
 
 @lru_cache(maxsize=8)
@@ -156,10 +173,15 @@ def vector_pool(dim: int) -> np.ndarray:
     return np.random.default_rng(0).standard_normal((VECTOR_POOL_ROWS, dim)).astype(np.float32)
 
 
-def _batch_slice(pool_rows: int, batch: int) -> slice:
-    # A contiguous slice at a random start: no copy, so the load generator spends its CPU on requests.
-    start = random.randrange(pool_rows - batch + 1)
-    return slice(start, start + batch)
+def _batch_rows(pool: np.ndarray | tuple, batch: int) -> np.ndarray | tuple:
+    """`batch` consecutive rows at a random start: a view, no copy, so the load generator spends its CPU on
+    requests; a pool smaller than the batch (the 10 sample digits) is repeated."""
+    if len(pool) < batch:
+        pool = (
+            np.concatenate([pool] * -(-batch // len(pool))) if isinstance(pool, np.ndarray) else pool * batch
+        )
+    start = random.randrange(len(pool) - batch + 1)
+    return pool[start : start + batch]
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -195,7 +217,7 @@ class TritonTask(ABC):
 
 
 def _check_probabilities(outputs: dict[str, np.ndarray], batch: int) -> None:
-    probabilities = outputs.get("probabilities")
+    probabilities = outputs.get(MNIST_OUTPUT)
     if probabilities is None:
         raise ResponseCheckError("response has no 'probabilities' output")
     if probabilities.shape != (batch, 10):
@@ -210,17 +232,17 @@ def _check_probabilities(outputs: dict[str, np.ndarray], batch: int) -> None:
 class MnistPipelineTask(TritonTask):
     """One real PNG digit through the `mnist_pipeline` ensemble (decode + preprocess + classify)."""
 
-    model = "mnist_pipeline"
-    output_names = ("probabilities",)
+    model = MNIST_PIPELINE
+    output_names = (MNIST_OUTPUT,)
 
-    def __init__(self, images_path: str | None = None, batch: int = 1) -> None:
+    def __init__(self, mnist_dir: str | None = None, batch: int = 1) -> None:
         super().__init__(batch)
-        self.pngs = png_pool(images_path)
+        self.pngs = png_pool(mnist_dir)
 
     def make_inputs(self) -> dict[str, np.ndarray]:
-        chosen = self.pngs[_batch_slice(len(self.pngs), self.batch)]
+        chosen = _batch_rows(self.pngs, self.batch)
         # BYTES input `image_bytes` has shape [1] per request item, hence [batch, 1].
-        return {"image_bytes": np.array(chosen, dtype=np.object_).reshape(self.batch, 1)}
+        return {PIPELINE_INPUT: np.array(chosen, dtype=np.object_).reshape(self.batch, 1)}
 
     def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
         _check_probabilities(outputs, self.batch)
@@ -229,15 +251,15 @@ class MnistPipelineTask(TritonTask):
 class MnistBatchTask(TritonTask):
     """A batch of preprocessed digits (FP32 [batch, 1, 28, 28]) to the `mnist` model."""
 
-    model = "mnist"
-    output_names = ("probabilities",)
+    model = MNIST
+    output_names = (MNIST_OUTPUT,)
 
-    def __init__(self, images_path: str | None = None, batch: int = 8) -> None:
+    def __init__(self, mnist_dir: str | None = None, batch: int = 8) -> None:
         super().__init__(batch)
-        self.images = preprocessed_pool(images_path)
+        self.images = preprocessed_pool(mnist_dir)
 
     def make_inputs(self) -> dict[str, np.ndarray]:
-        return {"image": self.images[_batch_slice(len(self.images), self.batch)]}
+        return {MNIST_INPUT: _batch_rows(self.images, self.batch)}
 
     def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
         _check_probabilities(outputs, self.batch)
@@ -246,8 +268,8 @@ class MnistBatchTask(TritonTask):
 class L2NormTask(TritonTask):
     """A batch of random vectors (FP32 [batch, dim]) to `l2norm`; checks the rows come back unit-length."""
 
-    model = "l2norm"
-    output_names = ("normalized",)
+    model = L2NORM
+    output_names = (L2NORM_OUTPUT,)
 
     def __init__(self, dim: int = 128, batch: int = 4) -> None:
         super().__init__(batch)
@@ -256,11 +278,11 @@ class L2NormTask(TritonTask):
         self.vectors = vector_pool(dim)
 
     def make_inputs(self) -> dict[str, np.ndarray]:
-        return {"vector": self.vectors[_batch_slice(len(self.vectors), self.batch)]}
+        return {L2NORM_INPUT: _batch_rows(self.vectors, self.batch)}
 
     def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
-        vectors = inputs["vector"]
-        normalized = outputs.get("normalized")
+        vectors = inputs[L2NORM_INPUT]
+        normalized = outputs.get(L2NORM_OUTPUT)
         if normalized is None:
             raise ResponseCheckError("response has no 'normalized' output")
         if normalized.shape != vectors.shape:
@@ -280,14 +302,14 @@ class WorkloadConfig:
     mnist_batch: int = 8
     l2norm_batch: int = 4
     l2norm_dim: int = 128
-    images_path: str | None = None
+    mnist_dir: str | None = None
 
     def build_tasks(self) -> list[TritonTask]:
         """Locust's task list: each task instance repeated by its weight (how Locust weights tasks)."""
         factories = {
-            "mnist_pipeline": lambda: MnistPipelineTask(self.images_path),
-            "mnist": lambda: MnistBatchTask(self.images_path, self.mnist_batch),
-            "l2norm": lambda: L2NormTask(self.l2norm_dim, self.l2norm_batch),
+            MNIST_PIPELINE: lambda: MnistPipelineTask(self.mnist_dir),
+            MNIST: lambda: MnistBatchTask(self.mnist_dir, self.mnist_batch),
+            L2NORM: lambda: L2NormTask(self.l2norm_dim, self.l2norm_batch),
         }
         tasks: list[TritonTask] = []
         for kind, weight in self.mix.items():
@@ -297,7 +319,7 @@ class WorkloadConfig:
 
     def request_names(self) -> list[str]:
         """The request names a run with this config must produce."""
-        batches = {"mnist_pipeline": 1, "mnist": self.mnist_batch, "l2norm": self.l2norm_batch}
+        batches = {MNIST_PIPELINE: 1, MNIST: self.mnist_batch, L2NORM: self.l2norm_batch}
         return [
             request_name(protocol, kind, batches[kind])
             for protocol, p_weight in self.protocols.items()

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the sample digit images of samples/digits/ from the MNIST dev data (deterministic).
 
-    .venv/bin/python scripts/make_sample_digits.py [--output samples/digits] [--data-dir ../shared/data/mnist]
+    .venv/bin/python scripts/make_sample_digits.py [--output samples/digits] [--mnist-dir DIR]
 
 * ``0.png`` .. ``9.png``: the first digit of each class in the validation split, exactly as stored in the
   IDX file (28x28, 8-bit grayscale, white digit on black). Clients, demos and ``build_engines.py --verify``
@@ -23,7 +23,7 @@ from PIL import Image, ImageFilter
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from trt_plugin_kit import mnist  # noqa: E402
+from trt_plugin_kit import cli_options, mnist  # noqa: E402
 
 SEED = 5
 
@@ -103,9 +103,9 @@ def write_samples(output: Path, data_dir: Path | None = None) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write samples/digits/ from the MNIST dev data.")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "samples" / "digits")
-    parser.add_argument("--data-dir", type=Path, help="MNIST dev data (default ../shared/data/mnist)")
+    cli_options.add_mnist_dir_argument(parser, "to take the samples from")
     args = parser.parse_args(argv)
-    for path in write_samples(args.output, args.data_dir):
+    for path in write_samples(args.output, args.mnist_dir):
         print(f"wrote {path} ({path.stat().st_size} bytes)")
     return 0
 

@@ -32,6 +32,7 @@ from clients.errors import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_MODEL_UNAVAILABLE,
+    EXIT_UNREACHABLE,
     EXIT_USAGE,
     EXIT_WRONG_MODEL,
 )
@@ -47,11 +48,29 @@ ACCURACY_LINE = re.compile(r"^accuracy: (\d\.\d{4})$")
 MIN_ACCURACY = 0.97
 
 
+def user_environment(**variables: str) -> dict[str, str]:
+    """This process's environment without the variables the tools read (TRITON_*, MNIST_DIR), plus these."""
+    kept = {k: v for k, v in os.environ.items() if not k.startswith("TRITON_") and k != "MNIST_DIR"}
+    return kept | variables
+
+
+def run_clients(*args: str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m clients ARGS` with exactly the given tool variables (see user_environment)."""
+    return subprocess.run(
+        [sys.executable, "-m", "clients", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
 def clients(server, protocol: str, *args: str, stdin: bytes | None = None, timeout: float = 300):
     """Runs `python -m clients COMMAND --protocol P --url U ARGS` and returns the CompletedProcess."""
     command, *rest = args
     url = server.grpc_url if protocol == "grpc" else server.http_url
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+    env = user_environment()
     result = subprocess.run(
         [sys.executable, "-m", "clients", command, "--protocol", protocol, "--url", url, *rest],
         cwd=REPO_ROOT,
@@ -134,12 +153,63 @@ def test_health_unknown_model(triton_server, protocol):
     result = clients(triton_server, protocol, "health", "--model", "no_such_model")
     assert result.returncode == EXIT_MODEL_UNAVAILABLE
     assert "model no_such_model: NOT READY" in result.stdout
-    assert "is not ready or not served" in result.stdout  # the repository index is closed without the key
+    # The repository index is closed without the key; model metadata needs none and says "not found".
+    assert "model 'no_such_model' is not found on Triton at" in result.stdout
+    assert "Models of this kit that are ready there: mnist, mnist_pipeline, mnist_preprocess, l2norm" in (
+        result.stdout
+    )
+    assert "--admin-key" not in result.stdout
     with_key = clients(triton_server, protocol, "health", "--model", "no_such_model", *admin(triton_server))
     assert with_key.returncode == EXIT_MODEL_UNAVAILABLE
     assert "model 'no_such_model' is not served by Triton" in with_key.stdout
     assert "mnist_pipeline (READY)" in with_key.stdout
     assert with_key.stdout.splitlines()[-1] == "health: FAILED (1 of 1 models with problems)"
+
+
+def _ports(server) -> dict[str, str]:
+    return {"http": server.http_url.rsplit(":", 1)[1], "grpc": server.grpc_url.rsplit(":", 1)[1]}
+
+
+def test_the_environment_alone_says_where_the_server_is(triton_server):
+    """TRITON_HOST / TRITON_GRPC_PORT / TRITON_HTTP_PORT / TRITON_PROTOCOL, as serve.py and the load tests."""
+    ports = _ports(triton_server)
+    env = user_environment(
+        TRITON_HOST="127.0.0.1", TRITON_GRPC_PORT=ports["grpc"], TRITON_HTTP_PORT=ports["http"]
+    )
+    grpc = run_clients("health", "--model", "mnist", env=env)
+    assert grpc.returncode == 0, grpc.stderr
+    assert f"at 127.0.0.1:{ports['grpc']} over gRPC: live, ready" in grpc.stdout
+    http = run_clients("health", "--model", "mnist", env=env | {"TRITON_PROTOCOL": "http"})
+    assert http.returncode == 0 and f"at 127.0.0.1:{ports['http']} over HTTP: live, ready" in http.stdout
+    flag = run_clients("health", "--model", "mnist", "--protocol", "http", env=env)
+    assert flag.returncode == 0 and "over HTTP" in flag.stdout
+
+
+def test_url_scheme_picks_the_protocol(triton_server):
+    for scheme, address, name in (
+        ("http", triton_server.http_url, "HTTP"),
+        ("grpc", triton_server.grpc_url, "gRPC"),
+    ):
+        result = run_clients(
+            "health", "--model", "l2norm", "--url", f"{scheme}://{address}", env=user_environment()
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"at {address} over {name}: live, ready" in result.stdout
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_port_of_the_other_protocol_is_named_and_not_retried(triton_server, protocol):
+    """HTTP sent to the gRPC port ("Bad status line ... \\x00\\x00\\x18\\x04") and gRPC sent to the HTTP port
+    ("cannot reach Triton ... is the server running?") both say which protocol the port speaks."""
+    other = triton_server.grpc_url if protocol == "http" else triton_server.http_url
+    result = run_clients("health", "--protocol", protocol, "--url", other, env=user_environment())
+    spoken, used = ("gRPC", "HTTP") if protocol == "http" else ("HTTP", "gRPC")
+    assert result.returncode == EXIT_UNREACHABLE, result.stderr
+    assert f"error: checking server liveness: {other} speaks {spoken}, not {used}" in result.stderr
+    flag = "--http-port" if protocol == "http" else "--grpc-port"
+    assert f"Talk {spoken} to it (--protocol {'grpc' if protocol == 'http' else 'http'}" in result.stderr
+    assert f"or give Triton's {used} port: {flag} PORT" in result.stderr
+    assert "retry" not in result.stderr and "Bad status line" not in result.stderr
 
 
 def test_health_compares_a_model_with_another_interface(triton_server):
@@ -240,7 +310,7 @@ def test_infer_wrong_and_unknown_model(triton_server, protocol, digit_files):
     assert "input 'image_bytes' is missing (the model's inputs: vector)" in wrong.stderr
     unknown = clients(triton_server, protocol, "infer", str(files[0]), "--model", "mnist_v2")
     assert unknown.returncode == EXIT_MODEL_UNAVAILABLE
-    assert "model 'mnist_v2' is not ready or not served by Triton" in unknown.stderr
+    assert "model 'mnist_v2' is not found on Triton" in unknown.stderr
 
 
 def test_infer_batch_larger_than_the_model_takes(triton_server, digit_files):
@@ -293,8 +363,26 @@ def test_shared_memory_needs_the_admin_key(triton_server, digit_files):
     for protocol in PROTOCOLS:
         result = clients(triton_server, protocol, "infer", str(files[0]), "--shared-memory", "system")
         assert result.returncode == EXIT_ACCESS_DENIED, result.stderr
-        assert "restricts this API to clients with its admin key" in result.stderr
-        assert "pass --admin-key KEY or set $TRITON_ADMIN_KEY" in result.stderr
+        assert "keeps this API for clients with its admin key" in result.stderr
+        assert (
+            "Give the key the server was started with: --admin-key KEY or $TRITON_ADMIN_KEY" in result.stderr
+        )
+        assert "restart it as `TRITON_ADMIN_KEY=<secret> make serve`" in result.stderr
+        # Triton refuses restricted gRPC calls with UNAVAILABLE: a refusal, never retried as "unreachable".
+        assert "retry" not in result.stderr and "cannot reach" not in result.stderr
+        wrong = clients(
+            triton_server,
+            protocol,
+            "infer",
+            str(files[0]),
+            "--shared-memory",
+            "system",
+            "--admin-key",
+            "not-the-key",
+        )
+        assert wrong.returncode == EXIT_ACCESS_DENIED and "refused the admin key this client sent" in (
+            wrong.stderr
+        )
     assert _leftover_client_regions() == []
 
 
@@ -373,10 +461,24 @@ def test_eval_validation_split(triton_server, protocol, raw, tmp_path):
 
 def test_eval_all_dev_digits_through_the_pipeline(triton_server):
     """The whole 8,000 dev digits, PNG-encoded, through mnist_pipeline: the issue's acceptance check."""
-    result = clients(triton_server, "grpc", "eval", "--batch-size", "32", "--min-accuracy", str(MIN_ACCURACY))
+    args = ["eval", "--split", "all", "--batch-size", "32", "--min-accuracy", str(MIN_ACCURACY)]
+    result = clients(triton_server, "grpc", *args)
     assert result.returncode == 0, result.stderr
-    assert "eval: 8000 digits (all) of mnist-dev-images-idx3-ubyte.gz, PNG-encoded" in result.stdout
+    source = mnist.DEFAULT_DATA_DIR / mnist.DEV_IMAGES_FILE
+    assert f"eval: 8000 digits (all split) of {source}, PNG-encoded" in result.stdout
+    assert result.stdout.splitlines()[-2].startswith("split: all (7 in 8 of them trained the model")
     assert _accuracy(result.stdout) >= MIN_ACCURACY
+
+
+def test_eval_defaults_to_the_held_out_digits_and_says_so(triton_server):
+    """README's quick start: `eval` with no flags reports the validation split, the honest figure."""
+    result = clients(triton_server, "http", "eval", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "eval: 1000 digits (validation split) of" in result.stdout
+    assert result.stdout.splitlines()[-2:] == [
+        "split: validation (held out from training: the figure to expect on new digits)",
+        "accuracy: 0.9890",
+    ]
 
 
 def test_eval_through_shared_memory(triton_server):
@@ -405,9 +507,9 @@ def _write_idx(path: Path, array: np.ndarray) -> None:
 def test_eval_below_min_accuracy_exits_1_and_still_ends_with_accuracy(triton_server, tmp_path, onnx_session):
     images, labels = mnist.load_dev_set()
     images, wrong_labels = images[:40], (labels[:40] + 1) % 10  # IDX files whose labels are all off by one
-    _write_idx(tmp_path / "images.gz", images)
-    _write_idx(tmp_path / "labels.gz", wrong_labels)
-    args = ["eval", "--images", str(tmp_path / "images.gz"), "--labels", str(tmp_path / "labels.gz")]
+    _write_idx(tmp_path / mnist.DEV_IMAGES_FILE, images)
+    _write_idx(tmp_path / mnist.DEV_LABELS_FILE, wrong_labels)
+    args = ["eval", "--mnist-dir", str(tmp_path), "--split", "all"]
     result = clients(triton_server, "grpc", *args, "--min-accuracy", "0.5", "--no-progress")
     assert result.returncode == EXIT_FAILED
     predicted = onnx_session.run(None, {"image": mnist.to_tensor(images)})[0].argmax(axis=1)
@@ -491,7 +593,7 @@ def test_retries_reach_a_server_that_comes_up_late(triton_server, protocol):
     # 4 s: well after the client's first attempt even on a slow start; 7 retries wait up to 15.75 s in all.
     with LateForwarder(target, delay_s=4.0) as forwarder:
         url = f"127.0.0.1:{forwarder.port}"
-        env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+        env = user_environment()
         command = [sys.executable, "-m", "clients", "health", "--protocol", protocol, "--url", url]
         result = subprocess.run(
             [*command, "--retries", "7", "--model", "mnist"],

@@ -33,7 +33,7 @@ from clients.errors import (
 from clients.inputs import (
     encode_png,
     expand_image_paths,
-    load_idx_dataset,
+    load_dev_digits,
     load_vectors,
     preprocess_for_mnist,
     read_image,
@@ -47,16 +47,18 @@ from clients.stats import (
     format_confusion_matrix,
     summarize_latencies,
 )
-from clients.triton import ConnectionSettings, normalize_config, normalize_metadata, normalize_url
+from clients.triton import ConnectionSettings, normalize_config, normalize_metadata
 from trt_plugin_kit import mnist, serving_preprocess
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("infer", "l2norm", "eval", "health")
 
 
-def run_cli(*args: str, stdin: bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, stdin: bytes | None = None, timeout: float = 60, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """`python -m clients ARGS` as a user runs it; the environment's admin key is left out."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"} | (env or {})
     return subprocess.run(
         [sys.executable, "-m", "clients", *args],
         cwd=REPO_ROOT,
@@ -93,7 +95,8 @@ def test_help_lists_every_command_and_defaults():
     infer_help = run_cli("infer", "--help").stdout.decode()
     for flag in ("--protocol", "--url", "--model", "--timeout", "--ssl", "--root-certificates", "--header"):
         assert flag in infer_help
-    assert "(default: grpc)" in infer_help and "(default: 30.0)" in infer_help
+    assert "(default: the --url scheme, else grpc; $TRITON_PROTOCOL)" in " ".join(infer_help.split())
+    assert "(default: 30)" in infer_help and "(default: 8001; $TRITON_GRPC_PORT)" in infer_help
 
 
 @pytest.mark.parametrize(
@@ -101,7 +104,7 @@ def test_help_lists_every_command_and_defaults():
     [
         (["infer", "x.png", "--batch-size", "0"], "must be at least 1"),
         (["eval", "--min-accuracy", "1.5"], "between 0 and 1"),
-        (["health", "--protocol", "udp"], "invalid choice"),
+        (["health", "--protocol", "udp"], "expected one of grpc, http, got 'udp'"),
         (["health", "--header", "novalue"], "KEY=VALUE"),
         (["health", "--timeout", "-1"], "more than 0"),
         (["l2norm", "--concurrency", "many"], "whole number"),
@@ -135,18 +138,58 @@ def test_admin_key_header_name_depends_on_protocol(monkeypatch):
     assert cli.connection_settings(http_args).headers == {"triton-admin-key": "flag"}
 
 
+def _settings(*argv: str) -> ConnectionSettings:
+    return cli.connection_settings(cli.build_parser().parse_args(["health", *argv]))
+
+
 def test_url_forms():
-    assert normalize_url("localhost:9000", "http") == ("localhost:9000", False)
-    assert normalize_url("https://triton.example:443/", "http") == ("triton.example:443", True)
-    assert normalize_url("grpcs://triton.example:8001", "grpc") == ("triton.example:8001", True)
-    for url, protocol in (
-        ("http://h:1", "grpc"),
-        ("grpc://h:1", "http"),
-        ("ftp://h:1", "http"),
-        ("h:1/v2", "http"),
+    assert _settings("--url", "localhost:9000", "--protocol", "http").resolved_url() == "localhost:9000"
+    https = _settings("--url", "https://triton.example:443/")
+    assert (https.protocol, https.resolved_url(), https.ssl) == ("http", "triton.example:443", True)
+    grpcs = _settings("--url", "grpcs://triton.example:8001")
+    assert (grpcs.protocol, grpcs.resolved_url(), grpcs.ssl) == ("grpc", "triton.example:8001", True)
+    # The scheme picks the protocol: no --protocol needed.
+    assert _settings("--url", "http://127.0.0.1:18200").describe() == "127.0.0.1:18200 over HTTP"
+    assert _settings("--url", "grpc://127.0.0.1:18201").describe() == "127.0.0.1:18201 over gRPC"
+    for argv, message in (
+        (["--url", "http://h:1", "--protocol", "grpc"], "is an HTTP URL but --protocol is grpc"),
+        (["--url", "grpc://h:1", "--protocol", "http"], "is a gRPC URL but --protocol is http"),
+        (["--url", "ftp://h:1"], "unknown scheme 'ftp'"),
+        (["--url", "h:1/v2"], "expected HOST:PORT"),
+        (["--url", "h"], "expected HOST:PORT"),
+        (["--url", "h:99999"], "1 to 65535"),
     ):
-        with pytest.raises(UsageError):
-            normalize_url(url, protocol)
+        with pytest.raises(UsageError, match=message):
+            _settings(*argv)
+
+
+def test_server_location_comes_from_the_environment_like_every_tool(monkeypatch):
+    """TRITON_HOST / TRITON_HTTP_PORT / TRITON_GRPC_PORT / TRITON_PROTOCOL, as serve.py and the load tests."""
+    monkeypatch.setenv("TRITON_HOST", "10.0.0.7")
+    monkeypatch.setenv("TRITON_GRPC_PORT", "18201")
+    monkeypatch.setenv("TRITON_HTTP_PORT", "18200")
+    assert _settings().describe() == "10.0.0.7:18201 over gRPC"
+    assert _settings("--protocol", "http").describe() == "10.0.0.7:18200 over HTTP"
+    assert _settings("--grpc-port", "9001").describe() == "10.0.0.7:9001 over gRPC"  # the flag wins
+    monkeypatch.setenv("TRITON_PROTOCOL", "http")
+    assert _settings().describe() == "10.0.0.7:18200 over HTTP"
+    # A --url scheme on the command line wins over $TRITON_PROTOCOL (a --protocol flag would be an error).
+    assert _settings("--url", "grpc://h:5").describe() == "h:5 over gRPC"
+
+
+@pytest.mark.parametrize(
+    "variable, value, message",
+    [
+        ("TRITON_GRPC_PORT", "x", "argument --grpc-port: $TRITON_GRPC_PORT='x': expected a port number"),
+        ("TRITON_HTTP_PORT", "70000", "$TRITON_HTTP_PORT='70000': a port number is 1 to 65535"),
+        ("TRITON_PROTOCOL", "udp", "$TRITON_PROTOCOL='udp': expected one of grpc, http"),
+        ("TRITON_HOST", "http://h", "$TRITON_HOST='http://h': expected a host name or address"),
+    ],
+)
+def test_a_bad_environment_value_is_a_usage_error_that_names_the_variable(variable, value, message):
+    result = run_cli("health", env={variable: value})
+    assert result.returncode == EXIT_USAGE, result.stderr
+    assert message in result.stderr.decode() and "Traceback" not in result.stderr.decode()
 
 
 def test_tls_flags_need_ssl_and_go_together():
@@ -371,27 +414,39 @@ def _write_idx(path: Path, array: np.ndarray) -> None:
     path.write_bytes(gzip.compress(header + array.tobytes()))
 
 
-def test_load_idx_dataset_errors(tmp_path):
-    _write_idx(tmp_path / "images.gz", np.zeros((3, 28, 28), np.uint8))
-    _write_idx(tmp_path / "labels.gz", np.array([1, 2], np.uint8))
-    _write_idx(tmp_path / "labels3.gz", np.array([1, 2, 3], np.uint8))
-    images, labels = load_idx_dataset(str(tmp_path / "images.gz"), str(tmp_path / "labels3.gz"))
+def test_load_dev_digits_errors(tmp_path, monkeypatch):
+    _write_idx(tmp_path / mnist.DEV_IMAGES_FILE, np.zeros((3, 28, 28), np.uint8))
+    _write_idx(tmp_path / mnist.DEV_LABELS_FILE, np.array([1, 2, 3], np.uint8))
+    images, labels = load_dev_digits(tmp_path)
     assert images.shape == (3, 28, 28) and labels.tolist() == [1, 2, 3]
-    with pytest.raises(BadInputError, match="3 images but .* 2 labels"):
-        load_idx_dataset(str(tmp_path / "images.gz"), str(tmp_path / "labels.gz"))
-    with pytest.raises(BadInputError, match="no such file"):
-        load_idx_dataset(str(tmp_path / "nope.gz"), str(tmp_path / "labels.gz"))
-    (tmp_path / "text.gz").write_bytes(b"hello world")
+    monkeypatch.setenv("MNIST_DIR", str(tmp_path))  # the variable every tool reads
+    assert load_dev_digits(None)[1].tolist() == [1, 2, 3]
+    _write_idx(tmp_path / mnist.DEV_LABELS_FILE, np.array([1, 2], np.uint8))
+    with pytest.raises(BadInputError, match="3 images but 2 labels"):
+        load_dev_digits(tmp_path)
+    (tmp_path / mnist.DEV_IMAGES_FILE).write_bytes(b"hello world")
     with pytest.raises(BadInputError, match="not an MNIST IDX file"):
-        load_idx_dataset(str(tmp_path / "text.gz"), str(tmp_path / "labels.gz"))
-    with pytest.raises(BadInputError, match="not an MNIST IDX file"):  # labels given as images
-        load_idx_dataset(str(tmp_path / "labels3.gz"), str(tmp_path / "labels3.gz"))
+        load_dev_digits(tmp_path)
+    with pytest.raises(BadInputError, match=r"nowhere \(the folder given\) has no mnist-dev-images"):
+        load_dev_digits("nowhere")
+
+
+def test_eval_without_the_digits_says_where_they_are_expected_and_exits_7(tmp_path):
+    # The closed port is never reached: missing data is reported first.
+    result = run_cli("eval", "--url", f"127.0.0.1:{closed_port()}", env={"MNIST_DIR": str(tmp_path)})
+    stderr = result.stderr.decode()
+    assert result.returncode == EXIT_BAD_INPUT, stderr
+    assert f"MNIST digits not found: {tmp_path} ($MNIST_DIR) has no mnist-dev-images-idx3-ubyte.gz" in stderr
+    assert "this project keeps them in ../shared/data/mnist beside the checkout" in stderr
+    assert "Point --mnist-dir DIR or $MNIST_DIR at a folder holding" in stderr
+    assert "`eval` needs them and stops here (nothing was sent)" in stderr
+    assert "python -m clients infer samples/digits/" in stderr
 
 
 def test_eval_bad_idx_files_exit_7_before_connecting(tmp_path):
-    (tmp_path / "x.gz").write_bytes(b"junk")
-    # The closed port is never reached: bad data is reported first.
-    result = run_cli("eval", "--images", str(tmp_path / "x.gz"), "--url", f"127.0.0.1:{closed_port()}")
+    (tmp_path / mnist.DEV_IMAGES_FILE).write_bytes(b"junk")
+    (tmp_path / mnist.DEV_LABELS_FILE).write_bytes(b"junk")
+    result = run_cli("eval", "--mnist-dir", str(tmp_path), "--url", f"127.0.0.1:{closed_port()}")
     assert result.returncode == EXIT_BAD_INPUT
     assert "not an MNIST IDX file" in result.stderr.decode()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +31,7 @@ from loadtests.workloads import (
     request_name,
 )
 from trt_plugin_kit import mnist
+from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.serving import free_port
 
@@ -38,7 +40,7 @@ FINAL_STATS = {
     "request_types": [
         {
             "type": "grpc",
-            "name": "grpc mnist b8",
+            "name": "mnist b8",
             "requests": 1000,
             "failures": 0,
             "requests_per_s": 100.0,
@@ -51,7 +53,7 @@ FINAL_STATS = {
         },
         {
             "type": "http",
-            "name": "http l2norm b4",
+            "name": "l2norm b4",
             "requests": 500,
             "failures": 5,
             "requests_per_s": 50.0,
@@ -87,9 +89,9 @@ Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%
 Total Request Count,Total Failure Count,Total Median Response Time,Total Average Response Time,\
 Total Min Response Time,Total Max Response Time,Total Average Content Size
 100,0,,Aggregated,0.000000,0.000000,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,N/A,0,0,0,0.0,0,0,0
-101,2,grpc,grpc mnist b8,90.0,0.0,5,5,6,6,6,7,8,9,14,14,14,90,0,5,5.2,3.5,14.1,320.0
+101,2,grpc,mnist b8,90.0,0.0,5,5,6,6,6,7,8,9,14,14,14,90,0,5,5.2,3.5,14.1,320.0
 101,2,,Aggregated,90.0,0.0,5,5,6,6,6,7,8,9,14,14,14,90,0,5,5.2,3.5,14.1,320.0
-102,2,grpc,grpc mnist b8,110.0,0.0,5,5,6,6,6,7,8,12,14,14,14,200,0,5,5.2,3.5,14.1,320.0
+102,2,grpc,mnist b8,110.0,0.0,5,5,6,6,6,7,8,12,14,14,14,200,0,5,5.2,3.5,14.1,320.0
 102,2,,Aggregated,110.0,0.0,5,5,6,6,6,7,8,12,14,14,14,200,0,5,5.2,3.5,14.1,320.0
 """
 
@@ -170,18 +172,19 @@ def test_workload_config_weights_tasks_and_lists_expected_names():
 def test_run_plan_passes_only_protocols_with_users_and_expects_names_only_when_each_gets_one(tmp_path):
     workload = WorkloadConfig(protocols={"http": 0, "grpc": 1}, mix=dict.fromkeys(REQUEST_KINDS, 1))
     plan = runner.RunPlan(
-        target=runner.Target("triton", 8000, 8001),
+        location=ServerLocation("triton", 8000, 8001),
         workload=workload,
         users=1,
         spawn_rate=1,
         run_time="5s",
-        request_timeout=10,
+        timeout_s=10,
         out_dir=tmp_path,
         thresholds=Thresholds(),
     )
     command = plan.locust_command()
     assert command[-1] == "GrpcTritonUser" and "HttpTritonUser" not in command
-    assert command[command.index("--triton-host") + 1] == "triton"
+    assert command[command.index("--host") + 1] == "triton"
+    assert command[command.index("--grpc-port") + 1] == "8001"
     assert len(plan.expected_request_names()) == 3
     plan.workload = WorkloadConfig(protocols={"http": 1, "grpc": 1}, mix=dict.fromkeys(REQUEST_KINDS, 1))
     assert plan.expected_request_names() == []  # 1 user, 2 protocols: one protocol gets no user
@@ -400,22 +403,122 @@ def test_parse_user_counts():
     ("args", "message"),
     [
         (["--mix", "resnet=1"], "unknown request kind 'resnet'"),
-        (["--protocols", "http=0"], "no positive weight"),
-        (["--users", "0"], "--users"),
+        (["--protocol", "http=0"], "no positive weight"),
+        (["--users", "0"], "--users needs at least one count"),
         (["--run-time", "soon"], "bad duration"),
-        (["--batch-size", "0"], "batch size"),
-        (["--max-failure-ratio", "2"], "failure ratio"),
-        (["--mnist-images", "/nonexistent/digits.gz"], "MNIST images not found"),
+        (["--batch-size", "0"], "argument --batch-size: must be at least 1"),
+        (["--max-failure-ratio", "2"], "expected a fraction between 0 and 1"),
+        (["--timeout", "0"], "argument --timeout: must be more than 0"),
     ],
 )
 def test_bad_options_exit_2_with_the_reason(args, message, capsys):
-    assert runner.main(args) == runner.EXIT_ERROR
+    with pytest.raises(SystemExit) as exit_info:
+        runner.main(args)
+    assert exit_info.value.code == runner.EXIT_ERROR
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "message"),
+    [
+        ("LOADTEST_USERS", "many", "argument --users: $LOADTEST_USERS='many': --users takes whole numbers"),
+        ("TRITON_HTTP_PORT", "80a", "argument --http-port: $TRITON_HTTP_PORT='80a': expected a port number"),
+        ("LOADTEST_RUN_TIME", "1 minute", "$LOADTEST_RUN_TIME='1 minute': bad duration"),
+        ("TRITON_PROTOCOL", "smtp", "$TRITON_PROTOCOL='smtp': unknown protocol 'smtp'"),
+        ("LOADTEST_MAX_P99_MS", "-5", "$LOADTEST_MAX_P99_MS='-5': must be more than 0 ms"),
+    ],
+)
+def test_a_bad_environment_value_is_a_usage_error_not_a_traceback(
+    monkeypatch, capsys, variable, value, message
+):
+    """loadtests/README.md: every option has a variable; a bad one is reported like a bad flag (exit 2)."""
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(SystemExit) as exit_info:
+        runner.main([])
+    assert exit_info.value.code == runner.EXIT_ERROR
+    assert message in capsys.readouterr().err
+
+
+def test_a_named_mnist_folder_without_digits_stops_the_run(tmp_path, capsys):
+    assert runner.main(["--mnist-dir", str(tmp_path)]) == runner.EXIT_ERROR
+    err = capsys.readouterr().err
+    assert f"MNIST digits not found: {tmp_path} (the folder given)" in err
+
+
+def test_the_runner_hands_locust_its_own_flags(monkeypatch):
+    """The Locust subprocess parses exactly the flags `python -m loadtests` takes (loadtests/options.py)."""
+    import argparse
+
+    from loadtests.options import add_workload_arguments, locust_arguments, workload_from_args
+
+    argv = ["--protocol", "grpc=3,http=1", "--mix", "mnist=2", "--batch-size", "16", "--l2norm-batch", "2"]
+    argv += ["--l2norm-dim", "64", "--timeout", "7.5", "--mnist-dir", "/data/mnist"]
+    parser = argparse.ArgumentParser()
+    add_workload_arguments(parser)
+    args = parser.parse_args(argv)
+    workload = workload_from_args(args)
+    assert workload.protocols == {"http": 1, "grpc": 3} and workload.mix["mnist"] == 2
+    assert (workload.mnist_batch, workload.l2norm_batch, workload.l2norm_dim) == (16, 2, 64)
+    again = parser.parse_args(locust_arguments(workload, args.timeout))
+    assert workload_from_args(again) == workload and again.timeout == 7.5
+    # ... and the locustfile defines them on Locust's own parser, next to Locust's --host (in a process of
+    # its own: importing Locust monkey-patches the process for gevent).
+    script = (
+        "import json, sys\n"
+        "from locust.argument_parser import get_parser\n"
+        "from loadtests.options import add_workload_arguments, workload_from_args\n"
+        "parser = get_parser()\n"
+        "add_workload_arguments(parser)\n"
+        "args = parser.parse_args(sys.argv[1:])\n"
+        "print(json.dumps({'host': args.host, 'workload': workload_from_args(args).__dict__}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, "--host", "triton", *locust_arguments(workload, 7.5)],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    parsed = json.loads(result.stdout.splitlines()[-1])
+    assert parsed == {"host": "triton", "workload": workload.__dict__}
+
+
+def test_the_runner_does_not_import_locust():
+    """Locust monkey-patches the process that imports it; the runner (and pytest) must stay unpatched."""
+    result = subprocess.run(
+        [sys.executable, "-c", "import sys, loadtests.runner; print('locust' in sys.modules)"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert result.stdout.strip() == "False"
+
+
+def test_without_a_data_set_the_sample_digits_stand_in(monkeypatch, tmp_path):
+    """A clone without ../shared: the load test sends samples/digits/ and says so."""
+    from loadtests import workloads
+
+    monkeypatch.delenv("MNIST_DIR", raising=False)
+    monkeypatch.setattr(mnist, "DEFAULT_DATA_DIR", tmp_path / "nowhere")
+    workloads.digit_source.cache_clear()
+    try:
+        source = workloads.digit_source(None)
+        assert source.images.shape == (10, 28, 28) and "sample digits" in source.description
+        assert source.note.startswith("no MNIST data set: MNIST digits not found")
+        assert "Sending the 10 sample digits of" in source.note
+        inputs = workloads.MnistBatchTask.__new__(workloads.MnistBatchTask)
+        inputs.batch, inputs.images = 16, mnist.to_tensor(source.images)
+        assert inputs.make_inputs()["image"].shape == (16, 1, 28, 28)  # batches larger than the pool
+    finally:
+        workloads.digit_source.cache_clear()
 
 
 def test_no_server_exits_2_and_says_how_to_get_one(tmp_path, capsys):
     port = free_port()  # nothing listens there
-    args = ["--http-port", str(port), "--grpc-port", str(port), "--wait-for-server", "1"]
+    args = ["--http-port", str(port), "--grpc-port", str(free_port()), "--wait-for-server", "1"]
     assert runner.main([*args, "--reports-dir", str(tmp_path)]) == runner.EXIT_ERROR
     assert "make serve" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())  # nothing half-written
@@ -465,28 +568,25 @@ def test_a_folder_of_sample_digits_is_a_digit_pool():
 
 
 def test_a_folder_without_proper_digits_is_refused(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no \\*.png digits"):
+    with pytest.raises(FileNotFoundError, match=f"MNIST digits not found: {tmp_path} \\(the folder given\\)"):
         digit_images(str(tmp_path))
     Image.new("L", (32, 28)).save(tmp_path / "wide.png")
     with pytest.raises(ValueError, match="32x28; digits must be 28x28"):
         digit_images(str(tmp_path))
 
 
-def test_compose_entrypoint_falls_back_to_the_sample_digits(tmp_path):
-    """docker/loadtest_entrypoint.sh with no MNIST set mounted: says so and points at samples/digits."""
-    fake_python = tmp_path / "python"
-    fake_python.write_text('#!/bin/sh\necho "MNIST_IMAGES=$MNIST_IMAGES args=$*"\n')
-    fake_python.chmod(0o755)
-    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "MNIST_IMAGES": "/data/mnist/missing.gz"}
-    entrypoint = REPO_ROOT / "docker" / "loadtest_entrypoint.sh"
-    result = subprocess.run(["sh", str(entrypoint), "--users", "2"], env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert "no MNIST set at /data/mnist/missing.gz" in result.stderr
-    assert (
-        result.stdout.strip() == "MNIST_IMAGES=/opt/trt_plugin_kit/samples/digits args=-m loadtests --users 2"
-    )
-    present = tmp_path / "digits.gz"
-    present.touch()
-    env["MNIST_IMAGES"] = str(present)
-    result = subprocess.run(["sh", str(entrypoint)], env=env, capture_output=True, text=True)
-    assert result.stdout.strip() == f"MNIST_IMAGES={present} args=-m loadtests" and not result.stderr
+def test_compose_mounts_the_mnist_set_where_the_load_test_looks_by_default():
+    """The loadtest service needs no MNIST variable: the set is mounted at the default place inside the
+    image (../shared/data/mnist beside its checkout), and without it the load test sends samples/digits/."""
+    import re
+
+    import yaml
+
+    workdir = re.search(r"^WORKDIR (\S+)$", (REPO_ROOT / "docker" / "python.Dockerfile").read_text(), re.M)[1]
+    default_inside = Path(workdir).parent / mnist.DEFAULT_DATA_DIR.relative_to(REPO_ROOT.parent)
+    service = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text())["services"]["loadtest"]
+    volume_pattern = re.compile(r"^(?P<source>\$\{[^}]*\}|[^:]+):(?P<target>[^:]+)")
+    mounts = {volume_pattern.match(volume)["target"]: volume for volume in service["volumes"]}
+    assert f"{default_inside}" in mounts, mounts
+    assert mounts[str(default_inside)].startswith("${MNIST_DIR:-../shared/data/mnist}:")
+    assert not any(name.startswith("MNIST") for name in service.get("environment", {}))

@@ -8,8 +8,10 @@ The failing runs go first: the clean run after them also shows that the server k
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,8 @@ from loadtests import report
 from trt_plugin_kit.serving import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SMOKE_RUN_TIME = "20s"
+SMOKE_SECONDS = 20
+SMOKE_RUN_TIME = f"{SMOKE_SECONDS}s"
 # Every request type the default mix sends, over both protocols (default --batch-size 8, --l2norm-batch 4).
 DEFAULT_REQUEST_TYPES = {
     f"{protocol} {model}"
@@ -118,7 +121,23 @@ def test_smoke_run_both_protocols_zero_failures(triton_server, tmp_path):
     markdown = (tmp_path / "summary.md").read_text()
     assert markdown.startswith("# Load test PASSED")
     assert all(f"| {name} |" in markdown for name in DEFAULT_REQUEST_TYPES)
-    assert "grpc mnist_pipeline b1" in (tmp_path / "locust.html").read_text()
+    assert "- thresholds: failure ratio at most 0, p99 not judged (no --max-p99-ms)" in markdown
+    assert "not set ms" not in markdown
+    # Locust's own tables: the type column is the protocol, the name does not repeat it.
+    log = (tmp_path / "locust.log").read_text()
+    assert re.search(r"^grpc\s+mnist_pipeline b1\s", log, re.M), log[-2000:]
+    assert (
+        "grpc mnist_pipeline b1" not in log and "mnist_pipeline b1" in (tmp_path / "locust.html").read_text()
+    )
+
+    # The live view agrees with the report: its last line shows the final figures, in seconds and requests.
+    progress = result.stderr.replace("\r", "\n").splitlines()
+    last = [line for line in progress if line.startswith("load test:")][-1]
+    assert f"{SMOKE_SECONDS}/{SMOKE_SECONDS} s, {summary.total.requests:,} requests, 0 failed" in last, last
+    assert "s/s" not in result.stderr and "requests=0" not in result.stderr
+    # Counts show up from the first seconds on (they used to lag ~5 s behind, at "requests=0").
+    early = [line for line in progress if re.match(r"load test:.*\| [1-5]/\d+ s, [1-9][\d,]* requests", line)]
+    assert early, "\n".join(progress[:30])
 
 
 @pytest.mark.timeout(120)
@@ -133,8 +152,8 @@ def test_connection_errors_count_as_failures(tmp_path):
         "-f",
         str(REPO_ROOT / "loadtests" / "locustfile.py"),
         *("--headless", "--only-summary", "--users", "2", "--spawn-rate", "2", "--run-time", "2s"),
-        *("--triton-host", "127.0.0.1", "--triton-http-port", port, "--triton-grpc-port", port),
-        *("--request-timeout", "1", "--final-stats", str(final_stats)),
+        *("--host", "127.0.0.1", "--http-port", port, "--grpc-port", port),
+        *("--timeout", "1", "--final-stats", str(final_stats)),
     ]
     result = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 1, explain(result)  # Locust's own verdict: there were failures
@@ -145,3 +164,26 @@ def test_connection_errors_count_as_failures(tmp_path):
     grpc_errors = [e["error"] for e in errors if e["name"].startswith("grpc ")]
     assert http_errors and all(error.startswith("ConnectionRefusedError") for error in http_errors)
     assert grpc_errors and all("UNAVAILABLE" in error for error in grpc_errors)
+
+
+@pytest.mark.timeout(120)
+def test_swapped_ports_are_named_at_once(triton_server, tmp_path):
+    """The HTTP port given as gRPC's and the reverse: the reason, not 30 s of "waiting for Triton"."""
+    http_port, grpc_port = triton_server.http_url.rsplit(":", 1)[1], triton_server.grpc_url.rsplit(":", 1)[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADTEST_", "TRITON_", "LOCUST_"))}
+    env |= {"TRITON_HTTP_PORT": grpc_port, "TRITON_GRPC_PORT": http_port}  # swapped, through the variables
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "loadtests", "--reports-dir", str(tmp_path)],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, explain(result)
+    assert f"127.0.0.1:{grpc_port} speaks gRPC, not HTTP. Are --http-port and --grpc-port swapped?" in (
+        result.stderr
+    )
+    assert "Start one with `make serve`" not in result.stderr and time.monotonic() - started < 20

@@ -219,12 +219,20 @@ def test_plugin_node_rejects_unknown_fields():
 def test_commands_report_missing_input_in_one_line_and_write_nothing(tmp_path):
     weights = tmp_path / "weights.npz"
     result = subprocess.run(
-        [sys.executable, "-m", "trt_plugin_kit.train", "--data-dir", str(tmp_path), "--output", str(weights)],
+        [
+            sys.executable,
+            "-m",
+            "trt_plugin_kit.train",
+            "--mnist-dir",
+            str(tmp_path),
+            "--output",
+            str(weights),
+        ],
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert result.returncode == 2 and "MNIST file not found" in result.stderr
+    assert result.returncode == 2 and "MNIST digits not found" in result.stderr
     assert "Traceback" not in result.stderr and not weights.exists()
     result = subprocess.run(
         [

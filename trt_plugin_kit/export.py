@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import lenet, mnist, plugin_nodes
+from trt_plugin_kit import cli_options, lenet, mnist, plugin_nodes
 from trt_plugin_kit.interface import (
     FLAVOURS,
     L2NORM_INPUT,
@@ -486,9 +486,7 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scales", type=Path, default=INT8_SCALES_PATH, help="INT8 calibration output (JSON)"
     )
-    parser.add_argument(
-        "--data-dir", type=Path, help="MNIST dir for calibration (default ../shared/data/mnist)"
-    )
+    cli_options.add_mnist_dir_argument(parser, "for INT8 calibration")
     parser.add_argument("--variants", type=Path, metavar="DIR", help="also write FP16 and INT8 variants here")
     args = parser.parse_args(argv)
 
@@ -499,7 +497,7 @@ def _main(argv: list[str] | None = None) -> int:
         save(model, path)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)")
 
-    split = mnist.load_split(args.data_dir)
+    split = mnist.load_split(args.mnist_dir)
     calibration = {mnist.INPUT_NAME: mnist.to_tensor(split.validation_images)}
     scales = calibrate_pool_scales(models[("mnist", "plugin")], calibration)
     record = {

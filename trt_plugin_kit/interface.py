@@ -22,6 +22,9 @@ ONNX_DIR = MODELS_DIR / "onnx"
 SAMPLES_DIR = REPO_ROOT / "samples" / "digits"
 # Data that lives beside the checkout (not in git): the MNIST digits for evaluation and load tests.
 SHARED_DIR = REPO_ROOT.parent / "shared"
+# The 8,000 MNIST dev digits (IDX files, trt_plugin_kit/mnist.py); $MNIST_DIR or --mnist-dir point elsewhere.
+MNIST_DIR = SHARED_DIR / "data" / "mnist"
+MNIST_DIR_ENV = "MNIST_DIR"
 
 # ---------------------------------------------------------------------------------------------------------
 # The plugin library
@@ -63,6 +66,17 @@ CPU_MODEL_CONFIG_NAME = "cpu"
 PROTOCOLS = ("grpc", "http")
 DEFAULT_HOST = "127.0.0.1"  # not "localhost": an IPv6-first resolver must not add a delay
 DEFAULT_HTTP_PORT, DEFAULT_GRPC_PORT, DEFAULT_METRICS_PORT = 8000, 8001, 8002
+# Where the server is, for every tool (serve.py, clients, load tests, soak); a flag wins over its variable.
+HOST_ENV = "TRITON_HOST"
+HTTP_PORT_ENV, GRPC_PORT_ENV, METRICS_PORT_ENV = "TRITON_HTTP_PORT", "TRITON_GRPC_PORT", "TRITON_METRICS_PORT"
+PROTOCOL_ENV = "TRITON_PROTOCOL"
+# `--url` schemes: the protocol each implies and whether it asks for TLS.
+URL_SCHEMES = {
+    "http": ("http", False),
+    "https": ("http", True),
+    "grpc": ("grpc", False),
+    "grpcs": ("grpc", True),
+}
 
 # Administrative APIs stay closed unless a request carries ADMIN_HEADER: <key>, the key coming from
 # $TRITON_ADMIN_KEY where the server starts: loading/unloading/indexing models, registering shared memory,

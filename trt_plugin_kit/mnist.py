@@ -1,9 +1,11 @@
 """MNIST data for the `mnist` model: IDX loading, the train/validation split, and THE preprocessing.
 
 Data
-    ``../shared/data/mnist/`` (relative to the repository root) holds 8,000 real MNIST digits (taken from
-    the MNIST test split) as ``mnist-dev-images-idx3-ubyte.gz`` / ``mnist-dev-labels-idx1-ubyte.gz``.
-    :func:`load_dev_set` reads them (gzip or raw IDX), validating magic numbers, sizes and labels.
+    ``../shared/data/mnist/`` (beside the repository, not in git) holds 8,000 real MNIST digits (taken from
+    the MNIST test split) as ``mnist-dev-images-idx3-ubyte.gz`` / ``mnist-dev-labels-idx1-ubyte.gz``;
+    ``$MNIST_DIR`` (or a tool's ``--mnist-dir``) points at another copy. :func:`load_dev_set` reads them (gzip
+    or raw IDX), validating magic numbers, sizes and labels; without them it raises :class:`MnistDataMissing`,
+    whose message says where they were looked for and how to point elsewhere.
 
 Split (deterministic, independent of any random number generator)
     Digit ``i`` belongs to the validation split when ``i % 8 == 7``, to the training split otherwise:
@@ -26,13 +28,15 @@ Preprocessing (the model's input contract; serving, clients and load tests use t
 from __future__ import annotations
 
 import gzip
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "mnist"
+from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR
+
+DEFAULT_DATA_DIR = MNIST_DIR
 DEV_IMAGES_FILE = "mnist-dev-images-idx3-ubyte.gz"
 DEV_LABELS_FILE = "mnist-dev-labels-idx1-ubyte.gz"
 
@@ -124,22 +128,53 @@ def load_labels(path: str | Path) -> np.ndarray:
     return labels
 
 
-def load_dev_set(data_dir: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The 8,000 dev digits: ``(images uint8 [N,28,28], labels uint8 [N])``.
+class MnistDataMissing(FileNotFoundError):
+    """The dev digits are not where they were looked for; the message says how to provide them."""
 
-    ``data_dir`` defaults to ``../shared/data/mnist`` next to the repository root.
+
+def data_dir(explicit: str | Path | None = None) -> Path:
+    """Where the dev digits are looked for: ``explicit`` (a --mnist-dir flag), else $MNIST_DIR, else
+    ``../shared/data/mnist`` beside the repository."""
+    if explicit is not None and str(explicit) != "":
+        return Path(explicit)
+    return Path(os.environ.get(MNIST_DIR_ENV) or DEFAULT_DATA_DIR)
+
+
+def has_dev_set(directory: str | Path | None = None) -> bool:
+    folder = data_dir(directory)
+    return (folder / DEV_IMAGES_FILE).is_file() and (folder / DEV_LABELS_FILE).is_file()
+
+
+def missing_data_message(directory: str | Path | None = None) -> str:
+    folder = data_dir(directory)
+    if directory is not None and str(directory) != "":
+        origin = "the folder given"
+    elif os.environ.get(MNIST_DIR_ENV):
+        origin = f"${MNIST_DIR_ENV}"
+    else:
+        origin = "the default folder"
+    missing = [name for name in (DEV_IMAGES_FILE, DEV_LABELS_FILE) if not (folder / name).is_file()]
+    home = f"../{MNIST_DIR.relative_to(SHARED_DIR.parent)}"
+    return (
+        f"MNIST digits not found: {folder} ({origin}) has no {' and no '.join(missing)}. They are not "
+        f"part of the repository: this project keeps them in {home} beside the checkout. Point --mnist-dir "
+        f"DIR or ${MNIST_DIR_ENV} at a folder holding {DEV_IMAGES_FILE} and {DEV_LABELS_FILE} (the 8,000 "
+        "dev digits as IDX files)."
+    )
+
+
+def load_dev_set(directory: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The 8,000 dev digits: ``(images uint8 [N,28,28], labels uint8 [N])`` from :func:`data_dir`.
+
+    Raises MnistDataMissing (a FileNotFoundError) when the files are not there.
     """
-    data_dir = Path(data_dir) if data_dir is not None else DEFAULT_DATA_DIR
-    images_path, labels_path = data_dir / DEV_IMAGES_FILE, data_dir / DEV_LABELS_FILE
-    for path in (images_path, labels_path):
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"MNIST file not found: {path} "
-                f"(expected {DEV_IMAGES_FILE} and {DEV_LABELS_FILE} in {data_dir})"
-            )
+    folder = data_dir(directory)
+    if not has_dev_set(folder):
+        raise MnistDataMissing(missing_data_message(directory))
+    images_path, labels_path = folder / DEV_IMAGES_FILE, folder / DEV_LABELS_FILE
     images, labels = load_images(images_path), load_labels(labels_path)
     if len(images) != len(labels):
-        raise IdxFormatError(f"{data_dir}: {len(images)} images but {len(labels)} labels")
+        raise IdxFormatError(f"{folder}: {len(images)} images but {len(labels)} labels")
     return images, labels
 
 
@@ -161,9 +196,9 @@ class MnistSplit:
     validation_labels: np.ndarray
 
 
-def load_split(data_dir: str | Path | None = None) -> MnistSplit:
+def load_split(directory: str | Path | None = None) -> MnistSplit:
     """The dev set split deterministically into 7,000 training and 1,000 validation digits."""
-    images, labels = load_dev_set(data_dir)
+    images, labels = load_dev_set(directory)
     train, validation = split_indices(len(images))
     return MnistSplit(images[train], labels[train], images[validation], labels[validation])
 

@@ -27,12 +27,10 @@ import sys
 import time
 from pathlib import Path
 
+from trt_plugin_kit.cli_options import add_server_location_arguments
 from trt_plugin_kit.serving import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
-    DEFAULT_GRPC_PORT,
-    DEFAULT_HTTP_PORT,
-    DEFAULT_METRICS_PORT,
     EXPECTED_CPU_ERROR_LINES,
     MODEL_NAMES,
     MODEL_REPOSITORY,
@@ -47,16 +45,6 @@ BACKOFF_MAX_S = 30.0
 STABLE_AFTER_S = 60.0  # a server that stayed up this long resets the back-off
 
 
-def _env_int(name: str, default: int) -> int:
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise SystemExit(f"serve.py: {name}={value!r} is not a port number") from None
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="serve.py",
@@ -69,16 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=os.environ.get("TRITON_VARIANT", "auto"),
         help="which model configurations to serve (default: auto-detect; env TRITON_VARIANT)",
     )
-    parser.add_argument(
-        "--host",
-        default=os.environ.get("TRITON_HOST", "127.0.0.1"),
-        help="address to bind (default 127.0.0.1, this machine only; 0.0.0.0 for all interfaces)",
-    )
-    parser.add_argument("--http-port", type=int, default=_env_int("TRITON_HTTP_PORT", DEFAULT_HTTP_PORT))
-    parser.add_argument("--grpc-port", type=int, default=_env_int("TRITON_GRPC_PORT", DEFAULT_GRPC_PORT))
-    parser.add_argument(
-        "--metrics-port", type=int, default=_env_int("TRITON_METRICS_PORT", DEFAULT_METRICS_PORT)
-    )
+    # The same --host/--*-port flags and TRITON_* variables as the clients and load tests.
+    add_server_location_arguments(parser, metrics=True, bind=True)
     parser.add_argument("--model-repository", type=Path, default=MODEL_REPOSITORY)
     parser.add_argument(
         "--plugin-library",

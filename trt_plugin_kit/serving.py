@@ -25,12 +25,11 @@ import sys
 import sysconfig
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -60,6 +59,7 @@ from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the servi
     probe_host,
     system_triton_python_path,
 )
+from trt_plugin_kit.triton_protocol import NotReady, wait_until_ready
 
 # Largest HTTP request body accepted: --http-max-input-size where Triton has it (>= 25.05), the HTTP guard
 # in front of older ones. Bigger than mnist_preprocess's per-image limit so that those get the model's error.
@@ -444,26 +444,22 @@ class TritonServer:
         return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
 
     def wait_until_ready(self, timeout_s: float = 180.0) -> None:
-        """Poll /v2/health/ready (strict readiness: every model loaded) until it answers 200."""
+        """Wait until both protocols answer ready (strict readiness: every model loaded) with the kit's one
+        readiness wait (trt_plugin_kit.triton_protocol); stops early, with the log, if a process exits."""
         if self.process is None:
             raise ServingError("the server was not started")
-        url = f"http://{self.http_url}/v2/health/ready"
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            reason = self.exit_reason()
-            if reason is not None:
-                raise ServingError(f"{reason} before it was ready. Last lines of its log:\n{self.log_tail()}")
-            with contextlib.suppress(urllib.error.URLError, ConnectionError, TimeoutError):
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        # The Python backend creates its regions while models load, mode 0644 whatever the
-                        # umask (Boost.Interprocess sets it): make tensors in transit the owner's only.
-                        restrict_shared_memory(self.shm_prefix)
-                        return
-            time.sleep(0.25)
-        raise ServingError(
-            f"tritonserver was not ready after {timeout_s:.0f} s. Last lines:\n{self.log_tail()}"
-        )
+        host, _, _ = self.http_url.rpartition(":")
+        location = ServerLocation(host, self.ports.http, self.ports.grpc, self.ports.metrics)
+        try:
+            wait_until_ready(location, timeout_s=timeout_s, poll_s=0.25, stopped=self.exit_reason)
+        except NotReady as not_ready:
+            what = (
+                "tritonserver was not ready" if not_ready.waited_out else f"{not_ready} before it was ready"
+            )
+            raise ServingError(f"{what}. Last lines of its log:\n{self.log_tail()}") from None
+        # The Python backend creates its regions while models load, mode 0644 whatever the umask
+        # (Boost.Interprocess sets it): make tensors in transit the owner's only.
+        restrict_shared_memory(self.shm_prefix)
 
     def stop(self) -> None:
         """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs.

@@ -18,6 +18,8 @@ input needs:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import io
 import math
 import warnings
@@ -59,6 +61,30 @@ class ImageRejected(ValueError):
     """The bytes are not an acceptable digit image; the message says why."""
 
 
+# What a PNG or a JPEG starts with.
+_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff")
+BINARY_EXTENSION = "the binary tensor extension (curl example: model_repository/README.md)"
+
+
+def _transport_hint(data: bytes) -> str:
+    """Why image bytes may have arrived mangled: sent inside JSON as a string (JSON strings are UTF-8 text:
+    each byte above 0x7F became two) or base64-encoded. Over HTTP, images go with the binary extension."""
+    try:
+        if data.decode("utf-8").encode("latin-1").startswith(_SIGNATURES):
+            return (
+                ": these are image bytes that went through a text string (JSON strings are UTF-8, so every "
+                f"byte above 0x7F became two); send images over HTTP with {BINARY_EXTENSION}"
+            )
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        pass
+    try:
+        if base64.b64decode(data[:64], validate=False).startswith(_SIGNATURES):
+            return f": this is base64 text; send the image's own bytes, over HTTP with {BINARY_EXTENSION}"
+    except (ValueError, binascii.Error):
+        pass
+    return f"; over HTTP, images go with {BINARY_EXTENSION}, as JSON strings they arrive mangled"
+
+
 def decode_digit(data: bytes, limits: ImageLimits = DEFAULT_LIMITS) -> np.ndarray:
     """Encoded PNG/JPEG bytes -> float32 [1, 28, 28] in the training scaling. Raises ImageRejected."""
     image = load_image(data, limits)
@@ -98,7 +124,7 @@ def load_image(data: bytes, limits: ImageLimits = DEFAULT_LIMITS) -> Image.Image
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as error:
         raise ImageRejected(f"image rejected as a decompression bomb: {error}") from error
     except UnidentifiedImageError as error:
-        raise ImageRejected(f"not a {' or '.join(ACCEPTED_FORMATS)} image") from error
+        raise ImageRejected(f"not a {' or '.join(ACCEPTED_FORMATS)} image{_transport_hint(data)}") from error
     except Exception as error:  # noqa: BLE001 - OSError, SyntaxError, struct.error, TypeError...: bad data
         raise ImageRejected(f"corrupt {description} data: {str(error) or type(error).__name__}") from error
 

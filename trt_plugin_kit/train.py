@@ -25,9 +25,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from trt_plugin_kit import lenet, mnist
+from trt_plugin_kit import cli_options, lenet, mnist
+from trt_plugin_kit.interface import MODELS_DIR
 
-DEFAULT_WEIGHTS = mnist.REPO_ROOT / "models" / "lenet5_mnist.npz"
+DEFAULT_WEIGHTS = MODELS_DIR / "lenet5_mnist.npz"
 
 
 @dataclass(frozen=True)
@@ -125,9 +126,7 @@ def train(
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=DEFAULT_WEIGHTS, help="weights file (.npz)")
-    parser.add_argument(
-        "--data-dir", type=Path, default=None, help="MNIST dir (default ../shared/data/mnist)"
-    )
+    cli_options.add_mnist_dir_argument(parser, "to train on")
     defaults = TrainConfig()
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
@@ -137,7 +136,7 @@ def _main(argv: list[str] | None = None) -> int:
     config = TrainConfig(
         seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate
     )
-    split = mnist.load_split(args.data_dir)
+    split = mnist.load_split(args.mnist_dir)
     print(
         f"training LeNet-5 on {len(split.train_images)} digits, validating on {len(split.validation_images)}"
     )

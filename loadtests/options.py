@@ -1,0 +1,97 @@
+"""The options that say what the simulated users send, defined once for `python -m loadtests`, the Locust
+file (Locust's own parser) and the soak, with the shared vocabulary of trt_plugin_kit/cli_options.py.
+
+The runner hands its settings to Locust as the very same flags (`locust_arguments`), and the tests parse
+them back with the locustfile's definitions: no second set of names to drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from loadtests.workloads import REQUEST_KINDS, WorkloadConfig
+from trt_plugin_kit import cli_options
+from trt_plugin_kit.cli_options import converter, env_default, parse_weights, positive_int
+
+DEFAULT_TIMEOUT_S = 10.0
+DEFAULT_MIX = ",".join(f"{kind}=1" for kind in REQUEST_KINDS)
+
+
+def request_mix(text: str) -> dict[str, int]:
+    return parse_weights(text, REQUEST_KINDS, "request kind")
+
+
+def add_workload_arguments(parser: Any) -> None:
+    """--protocol, --mix, --batch-size, --l2norm-batch, --l2norm-dim, --timeout, --mnist-dir."""
+    group = parser.add_argument_group("what the users send")
+    cli_options.add_protocol_argument(group, mix=True)
+    group.add_argument(
+        "--mix",
+        type=converter(request_mix),
+        default=env_default("LOADTEST_MIX", DEFAULT_MIX),
+        metavar="MIX",
+        help=f"share of requests per kind ({', '.join(REQUEST_KINDS)}), e.g. mnist=3,l2norm=1 "
+        f"(default: {DEFAULT_MIX}; $LOADTEST_MIX)",
+    )
+    group.add_argument(
+        "--batch-size",
+        type=converter(positive_int),
+        default=env_default("LOADTEST_BATCH_SIZE", 8),
+        metavar="N",
+        help="digits per request to `mnist` (default: 8; $LOADTEST_BATCH_SIZE)",
+    )
+    group.add_argument(
+        "--l2norm-batch",
+        type=converter(positive_int),
+        default=env_default("LOADTEST_L2NORM_BATCH", 4),
+        metavar="N",
+        help="vectors per request to `l2norm` (default: 4; $LOADTEST_L2NORM_BATCH)",
+    )
+    group.add_argument(
+        "--l2norm-dim",
+        type=converter(positive_int),
+        default=env_default("LOADTEST_L2NORM_DIM", 128),
+        metavar="N",
+        help="vector length (default: 128; $LOADTEST_L2NORM_DIM)",
+    )
+    cli_options.add_timeout_argument(group, DEFAULT_TIMEOUT_S, "LOADTEST_TIMEOUT")
+    cli_options.add_mnist_dir_argument(
+        group, "to send (without one and none in the default folder: the 10 sample digits of samples/digits/)"
+    )
+
+
+def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
+    return WorkloadConfig(
+        protocols=args.protocol,
+        mix=args.mix,
+        mnist_batch=args.batch_size,
+        l2norm_batch=args.l2norm_batch,
+        l2norm_dim=args.l2norm_dim,
+        mnist_dir=str(args.mnist_dir) if args.mnist_dir else None,
+    )
+
+
+def weights_text(weights: dict[str, int]) -> str:
+    return ",".join(f"{name}={weight}" for name, weight in weights.items())
+
+
+def locust_arguments(workload: WorkloadConfig, timeout_s: float) -> list[str]:
+    """The workload as the flags add_workload_arguments defines (what the Locust subprocess parses)."""
+    arguments = [
+        "--protocol",
+        weights_text(workload.protocols),
+        "--mix",
+        weights_text(workload.mix),
+        "--batch-size",
+        str(workload.mnist_batch),
+        "--l2norm-batch",
+        str(workload.l2norm_batch),
+        "--l2norm-dim",
+        str(workload.l2norm_dim),
+        "--timeout",
+        f"{timeout_s:g}",
+    ]
+    if workload.mnist_dir:
+        arguments += ["--mnist-dir", workload.mnist_dir]
+    return arguments

@@ -1,0 +1,78 @@
+"""Child process of tests/test_tensorrt_rtx.py: one TensorRT-RTX session per process.
+
+    python tests/tensorrt_rtx_child.py creators LIBRARY        # JSON: our creators as the registry sees them
+    python tests/tensorrt_rtx_child.py parse MODEL.onnx LIBRARY
+
+``parse`` prints every message of TensorRT-RTX's logger as ``LOG <SEVERITY> <message>`` (flushed at once:
+right after creating a custom plugin, TensorRT-RTX 1.7.1's parser aborts the process), then ``PARSED True``
+or ``False`` and the parser's errors as ``PARSER_ERROR <text>``. Libraries are loaded as build_engines.py
+loads them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from trt_plugin_kit.engines import tensorrt_api
+from trt_plugin_kit.engines.builder import load_plugins
+from trt_plugin_kit.engines.plugin_config import PluginLibrary
+from trt_plugin_kit.interface import PLUGIN_NAMESPACE
+
+
+def printing_logger(trt):
+    class PrintingLogger(trt.ILogger):
+        def __init__(self):
+            trt.ILogger.__init__(self)
+
+        def log(self, severity, message):
+            print(f"LOG {severity.name} {message}", flush=True)
+
+    return PrintingLogger()
+
+
+def creators(api, library: Path) -> int:
+    registry = api.trt.get_plugin_registry()
+    handle = registry.load_library(str(library))
+    found = {
+        creator.name: {
+            "version": creator.plugin_version,
+            "namespace": creator.plugin_namespace,
+            "interface": creator.interface_info.kind,
+            "fields": [[field.name, field.type.name, field.size] for field in creator.field_names],
+        }
+        for creator in registry.all_creators
+        if creator.plugin_namespace == PLUGIN_NAMESPACE
+    }
+    print(json.dumps({"loaded": handle is not None, "creators": found}))
+    registry.deregister_library(handle)
+    return 0
+
+
+def parse(api, model: Path, library: Path) -> int:
+    trt = api.trt
+    logger = printing_logger(trt)
+    load_plugins(api, [PluginLibrary(library)], ())
+    builder = trt.Builder(logger)
+    network = builder.create_network(0)
+    parser = trt.OnnxParser(network, logger)
+    parsed = parser.parse(model.read_bytes(), str(model))
+    print(f"PARSED {parsed}", flush=True)
+    for index in range(parser.num_errors):
+        print(f"PARSER_ERROR {parser.get_error(index)}", flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    api = tensorrt_api.load(rtx=True)
+    if argv[:1] == ["creators"] and len(argv) == 2:
+        return creators(api, Path(argv[1]))
+    if argv[:1] == ["parse"] and len(argv) == 3:
+        return parse(api, Path(argv[1]), Path(argv[2]))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,176 @@
+"""The TensorRT part of a build: plugin registry, network (ONNX parser or network API), builder config,
+optimization profile, timing cache, progress monitor, the checks of the network and the engine against
+config.pbtxt, and writing the plan. Every TensorRT call goes through a :class:`.TensorRTApi`."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from trt_plugin_kit.engines.consistency import (
+    TRT_TO_TRITON,
+    Profile,
+    TensorSpec,
+    check_io_against_config,
+    check_profile_covers_config,
+)
+from trt_plugin_kit.engines.errors import BuildFailure
+from trt_plugin_kit.engines.jobs import BuildJob
+from trt_plugin_kit.engines.plugin_config import PluginLibrary
+from trt_plugin_kit.engines.precision import PrecisionRecipe
+from trt_plugin_kit.engines.progress import make_progress_monitor
+from trt_plugin_kit.engines.tensorrt_api import TensorRTApi
+from trt_plugin_kit.export import L2NORM_EPS
+from trt_plugin_kit.interface import L2NORM_INPUT, L2NORM_OUTPUT, PLUGIN_NAMESPACE, PLUGIN_VERSION
+
+
+def load_plugins(api: TensorRTApi, libraries: Sequence[PluginLibrary], required: Iterable[str]):
+    """Loads each library into TensorRT's plugin registry; checks that every required plugin is there."""
+    registry = api.trt.get_plugin_registry()
+    handles = []
+    for library in libraries:
+        handle = registry.load_library(str(library.path))
+        if handle is None:
+            raise BuildFailure(f"{api.name} could not load the plugin library {library.path}")
+        handles.append(handle)
+        layers = f" (layers {', '.join(library.layers)})" if library.layers else ""
+        print(f"loaded plugin library {library.path}{layers}")
+    missing = [
+        name for name in required if registry.get_creator(name, PLUGIN_VERSION, PLUGIN_NAMESPACE) is None
+    ]
+    if missing:
+        raise BuildFailure(
+            f"plugin(s) {', '.join(missing)} (version {PLUGIN_VERSION}, namespace '{PLUGIN_NAMESPACE}') not "
+            f"registered after loading {[str(lib.path) for lib in libraries]}"
+        )
+    return handles
+
+
+def l2norm_network(trt, network, recipe: PrecisionRecipe) -> None:
+    """l2norm through the network API: registry -> creator.create_plugin(fields) -> network.add_plugin_v3."""
+    registry = trt.get_plugin_registry()
+    creator = registry.get_creator("L2Normalize", PLUGIN_VERSION, PLUGIN_NAMESPACE)
+    fields = trt.PluginFieldCollection(
+        [
+            trt.PluginField("axis", np.array([-1], dtype=np.int32), trt.PluginFieldType.INT32),
+            trt.PluginField("eps", np.array([L2NORM_EPS], dtype=np.float32), trt.PluginFieldType.FLOAT32),
+        ]
+    )
+    plugin = creator.create_plugin("l2normalize", fields, trt.TensorRTPhase.BUILD)
+    if plugin is None:
+        raise BuildFailure("L2Normalize creator refused the fields axis=-1, eps=1e-12")
+    vector = network.add_input(L2NORM_INPUT, trt.float32, (-1, -1))
+    tensor = vector
+    if recipe.graph == "fp16":  # strongly typed FP16: the plugin runs on half, I/O stays FP32
+        tensor = network.add_cast(tensor, trt.float16).get_output(0)
+    layer = network.add_plugin_v3([tensor], [], plugin)
+    layer.name = "l2normalize"
+    output = layer.get_output(0)
+    if recipe.graph == "fp16":
+        output = network.add_cast(output, trt.float32).get_output(0)
+    output.name = L2NORM_OUTPUT
+    network.mark_output(output)
+
+
+def _triton_type(dtype) -> str:
+    return TRT_TO_TRITON.get(dtype.name, f"TRT_{dtype.name}")
+
+
+def network_io_specs(network) -> list[TensorSpec]:
+    """The inputs and outputs of a TensorRT network definition, as TensorRT's parser (or we) made them."""
+    inputs = [network.get_input(i) for i in range(network.num_inputs)]
+    outputs = [network.get_output(i) for i in range(network.num_outputs)]
+    return [
+        TensorSpec(tensor.name, is_input, _triton_type(tensor.dtype), tuple(tensor.shape))
+        for is_input, tensors in ((True, inputs), (False, outputs))
+        for tensor in tensors
+    ]
+
+
+def engine_io_specs(trt, engine) -> tuple[list[TensorSpec], Profile]:
+    specs, profiles = [], {}
+    for index in range(engine.num_io_tensors):
+        name = engine.get_tensor_name(index)
+        is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
+        specs.append(TensorSpec(name, is_input, _triton_type(engine.get_tensor_dtype(name)),
+                                tuple(engine.get_tensor_shape(name))))  # fmt: skip
+        if is_input:
+            low, opt, high = engine.get_tensor_profile_shape(name, 0)
+            profiles[name] = (tuple(low), tuple(opt), tuple(high))
+    return specs, profiles
+
+
+def define_network(api: TensorRTApi, builder, job: BuildJob, logger):
+    """The job's network (ONNX parser or network API), checked against config.pbtxt as TensorRT sees it."""
+    network = builder.create_network(api.network_flags(job.recipe.strongly_typed))
+    if job.network_api:
+        l2norm_network(api.trt, network, job.recipe)
+    else:
+        parser = api.trt.OnnxParser(network, logger)
+        if not parser.parse(job.onnx_model.SerializeToString(), str(job.onnx_source)):
+            errors = "\n  ".join(str(parser.get_error(i)) for i in range(parser.num_errors))
+            raise BuildFailure(
+                f"{job.title}: {api.name}'s ONNX parser failed on {job.onnx_source.name}:\n  {errors}"
+            )
+    check_io_against_config(network_io_specs(network), job.config, f"{api.name} network {job.title}")
+    return network
+
+
+def configure_builder(api: TensorRTApi, builder, job: BuildJob, workspace_mib: int):
+    """Builder config: workspace, the recipe's flags, the optimization profile (read back and checked)."""
+    trt = api.trt
+    config = builder.create_builder_config()
+    config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, workspace_mib << 20)
+    for flag in job.recipe.builder_flags:
+        config.set_flag(getattr(trt.BuilderFlag, flag))
+    for flag in job.recipe.cleared_flags:
+        config.clear_flag(getattr(trt.BuilderFlag, flag))
+    profile = builder.create_optimization_profile()
+    for name, (low, opt, high) in job.profile.items():
+        profile.set_shape(name, low, opt, high)
+    held = {name: tuple(tuple(shape) for shape in profile.get_shape(name)) for name in job.profile}
+    check_profile_covers_config(held, job.config)  # what TensorRT holds, not what we meant to give it
+    config.add_optimization_profile(profile)
+    return config
+
+
+def build_engine(
+    api: TensorRTApi, job: BuildJob, logger, timing_cache_path: Path, workspace_mib: int
+) -> bytes:
+    """Builds the job's engine and returns the plan (serialized engine); saves the timing cache."""
+    builder = api.trt.Builder(logger)
+    network = define_network(api, builder, job, logger)
+    config = configure_builder(api, builder, job, workspace_mib)
+    with api.timing_cache_calls():
+        cache_bytes = timing_cache_path.read_bytes() if timing_cache_path.is_file() else b""
+        cache = config.create_timing_cache(cache_bytes)
+        if not config.set_timing_cache(cache, ignore_mismatch=False):
+            print(f"timing cache {timing_cache_path} does not match this TensorRT/GPU: starting a new one")
+            cache = config.create_timing_cache(b"")
+            config.set_timing_cache(cache, ignore_mismatch=True)
+    monitor = make_progress_monitor(api.trt)
+    config.progress_monitor = monitor
+
+    started = time.perf_counter()
+    serialized = builder.build_serialized_network(network, config)
+    if serialized is None:
+        raise BuildFailure(f"{job.title}: {api.name} could not build the engine (see the log above)")
+    print(f"{job.title}: built in {time.perf_counter() - started:.1f} s")
+    with api.timing_cache_calls():
+        atomic_write(timing_cache_path, bytes(config.get_timing_cache().serialize()))
+    return bytes(serialized)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Writes via a temporary file + rename, so a failed build never leaves a half-written plan."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as handle:
+        handle.write(data)
+        temporary = Path(handle.name)
+    os.chmod(temporary, 0o644)  # mkstemp makes it 0600; Triton may read it as another user
+    os.replace(temporary, path)
