@@ -54,6 +54,10 @@ def copy(tmp_path_factory) -> Path:
             (root / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, root / os.fsdecode(name))  # keeps mtimes: make sees the venv as current
     (root / ".venv").symlink_to(REPO_ROOT / ".venv")
+    stamp = REPO_ROOT / ".venv" / ".installed"
+    if stamp.exists():  # make must never reinstall this venv from the copy (it would point it there)
+        older = stamp.stat().st_mtime - 1
+        os.utime(root / "pyproject.toml", (older, older))
     if not (root.parent / "shared").exists():  # make's default header path is ../shared/vendor/tensorrt
         (root.parent / "shared").symlink_to(SHARED_DIR)
     for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
