@@ -391,7 +391,8 @@ def tear_down(compose: list[str], env: dict[str, str]) -> list[str]:
     print("\n== compose-test: down -v", flush=True)
     subprocess.run(
         # --rmi local: this run's images (named after the per-run project) go too; the build cache stays.
-        [*compose, "--profile", "loadtest", "down", "-v", "--rmi", "local", "--remove-orphans", "--timeout", "30"],
+        [*compose, "--profile", "loadtest", "down", "-v", "--rmi", "local", "--remove-orphans",
+         "--timeout", "30"],
         env=env, timeout=180, check=False,
     )  # fmt: skip
     label = f"label=com.docker.compose.project={PROJECT}"
