@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The plugin benchmark of issues 4 and 16 in one command on a machine with an NVIDIA GPU:
+# The plugin benchmark of the roofline and serving-size rounds in one command on a machine with an NVIDIA GPU:
 #   1. builds libtrt_plugin_kit.so + libplugin_bench.so (Release, for this GPU) into build/bench,
 #   2. runs python3 -m trt_plugin_kit.benchmarks: copy bandwidth, every plugin's enqueue and its PyTorch peers,
 #      the LeNet plugin chain as one CUDA graph per forward against PyTorch's, targets; writes benchmark.json,

@@ -1,5 +1,5 @@
 """trt_plugin_kit.benchmarks without a GPU: the --dry-run mode CI runs, argument checks, the case list against
-issue 4, and the evaluation/report code fed by a stand-in for libplugin_bench.so.
+the roofline round, and the evaluation/report code fed by a stand-in for libplugin_bench.so.
 
 With a built libplugin_bench.so (``make test`` builds it into build/trt-<version>; or set
 TPK_BENCH_BUILD_DIR), the dry run also drives every case through the plugins' build-phase calls.
@@ -190,7 +190,7 @@ def test_every_target_of_issue_4_is_checked():
         ("pct_copy", 70.0),
         ("speedup_vs", 3.0),
         ("speed_ratio", 0.95),
-        ("speed_ratio", 0.97),  # issue 16: every plugin-vs-peer comparison
+        ("speed_ratio", 0.97),  # the serving-size round: every plugin-vs-peer comparison
         ("median_us", 5.0),
     }
     assert sum(t.threshold == 85.0 for _, t in targets) == 6  # L2Normalize: 3 shapes x 2 dtypes

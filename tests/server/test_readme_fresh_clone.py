@@ -1,4 +1,4 @@
-"""README.md's quick start, run as a new user runs it (issue 19): in a copy of the repository with no
+"""README.md's quick start, run as a new user runs it : in a copy of the repository with no
 ../shared beside it (no TensorRT headers, no MNIST digits), on ports other than the defaults given only
 through the environment variables every tool reads.
 

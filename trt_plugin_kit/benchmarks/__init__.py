@@ -1,4 +1,4 @@
-"""GPU benchmark of every trt_plugin_kit plugin against the hardware limit and PyTorch (issues 4 and 16).
+"""GPU benchmark of every trt_plugin_kit plugin against the hardware limit and PyTorch.
 
 One process, on the GPU machine, after `cmake --build` has made libtrt_plugin_kit.so and libplugin_bench.so;
 from the repository root (a plain ``python3``: no install, no virtualenv, the standard library is enough
@@ -16,8 +16,8 @@ for everything but the PyTorch peers and the chart):
    (time per enqueue = graph time / 100), so host launch overhead is not what is measured.
 3. Per case: bytes moved (inputs read + outputs written, FC also its weights), GB/s, % of the copy
    bandwidth, TFLOP/s for FC, speed ratio against the peer (peer time / plugin time, > 1: plugin faster),
-   and every target of issues 4 and 16 as PASS/FAIL (issue 16: every plugin-vs-peer ratio >= 1.0x with a
-   0.97x noise allowance).
+   and every roofline and serving-size target as PASS/FAIL (serving sizes: every plugin-vs-peer ratio
+   >= 1.0x with a 0.97x noise allowance).
 4. The plugin part of LeNet's forward as one CUDA graph per forward against PyTorch's, with the device's
    launch-latency floor for a graph of as many nodes.
 5. Writes OUT/benchmark.json (everything), OUT/benchmark.md (tables) and OUT/benchmark.png (chart, when

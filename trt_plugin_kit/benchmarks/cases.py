@@ -1,6 +1,7 @@
-"""The benchmark's cases: every plugin at the shapes of issue 4, the MNIST serving sizes, the LeNet chains.
+"""The benchmark's cases: every plugin at the roofline shapes, the MNIST serving sizes, the LeNet chains.
 
-A :class:`Case` is one plugin at one shape and dtype with its PyTorch peers and its targets (issues 4 and 16);
+A :class:`Case` is one plugin at one shape and dtype with its PyTorch peers and its targets (roofline and
+serving-size);
 nothing here needs a GPU or PyTorch, so ``--dry-run`` and the tests build the full list anywhere.
 """
 
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 
 from trt_plugin_kit.benchmarks import lenet_chain
 
-MIN_REPETITIONS = 100  # issue 4: at least 100 repetitions per measurement
+MIN_REPETITIONS = 100  # roofline round: at least 100 repetitions per measurement
 MNIST_GRAPH_BATCH = 100  # enqueues per CUDA graph for the serving sizes
 MNIST_BATCHES = (1, 64, 1024)
 LARGE_NCHW = (256, 64, 112, 112)  # 205.5 M elements: 822 MB FP32, 411 MB FP16, 206 MB INT8
@@ -21,7 +22,7 @@ LENET_CONV1 = (20, 24, 24)
 LENET_CONV2 = (50, 8, 8)
 LENET_FC1 = 500
 LENET_FC2 = 10
-# Issue 16: every plugin-vs-peer comparison at >= 1.0x, medians of one run, with a 3% noise allowance.
+# Serving sizes: every plugin-vs-peer comparison at >= 1.0x, medians of one run, with a 3% noise allowance.
 PEER_RATIO = 0.97
 PEER_TARGET = "plugin >= 1.0x its PyTorch peer (noise allowance 0.97x)"
 GIB = 1 << 30
@@ -30,7 +31,7 @@ FAMILY_ORDER = ("L2Normalize", "PReLU", "LeakyReLU", "Pool", "FullyConnected", "
 
 @dataclass(frozen=True)
 class Target:
-    """One target of issue 4, on one case: ``metric op threshold``."""
+    """One roofline target, on one case: ``metric op threshold``."""
 
     name: str
     metric: str  # pct_copy | speed_ratio | speedup_vs | median_us
@@ -308,7 +309,7 @@ def lenet_cases(dtype: str, batch: int) -> dict[str, Case]:
 
 
 def build_chains() -> list[lenet_chain.Chain]:
-    """The plugin part of LeNet's forward at every MNIST batch size, FP32 and FP16 (issue 16)."""
+    """The plugin part of LeNet's forward at every MNIST batch size, FP32 and FP16 (serving-size round)."""
     chains = []
     for batch in MNIST_BATCHES:
         for dtype in ("fp32", "fp16"):

@@ -109,7 +109,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.command = f"{PROG} {shlex.join(argv)}".rstrip()  # recorded in benchmark.json and .md
     args.only = [o.strip() for item in args.only for o in item.split(",") if o.strip()]
     if args.repetitions < MIN_REPETITIONS:
-        p.error(f"--repetitions must be >= {MIN_REPETITIONS} (issue 4), got {args.repetitions}")
+        p.error(f"--repetitions must be >= {MIN_REPETITIONS} (roofline round), got {args.repetitions}")
     if args.max_seconds <= 0 or args.time_budget <= 0:
         p.error("--max-seconds and --time-budget must be > 0")
     if args.spin_us < 0 or args.spin_us > 10000:
@@ -424,7 +424,7 @@ def measure(args) -> int:
     for t in report["targets"]:
         print(f"  {t['status']:12} {t['target']:52} {metric_text(t['metric'], t['value']):>10}  {t['case']}")
     print(f"summary: {json.dumps(report['summary'])}")
-    # A regression fails the run (issue 16); targets left unmeasured for want of PyTorch (--no-torch) do not.
+    # A regression fails the run; targets left unmeasured for want of PyTorch (--no-torch) do not.
     return 1 if errors or counts["FAIL"] or report["summary"]["skipped"] else 0
 
 

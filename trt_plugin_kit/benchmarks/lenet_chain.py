@@ -1,4 +1,4 @@
-"""The plugin part of LeNet's forward as one CUDA graph per forward, against PyTorch (issue 16).
+"""The plugin part of LeNet's forward as one CUDA graph per forward, against PyTorch (serving-size round).
 
 pool1, pool2, fc1, PReLU and fc2 with the shapes of trt_plugin_kit/lenet.py; the convolution outputs (conv1's
 [N, 20, 24, 24] for pool1, conv2's [N, 50, 8, 8] for pool2) are the chain's inputs, since the convolutions are

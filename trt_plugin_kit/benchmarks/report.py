@@ -40,7 +40,7 @@ def markdown(report: dict) -> str:
     meta = report["meta"]
     dev = meta.get("device") or {}
     roof = report.get("roofline") or {}
-    lines = ["# trt_plugin_kit plugin benchmark (issues 4 and 16)", ""]
+    lines = ["# trt_plugin_kit plugin benchmark (roofline and serving-size targets)", ""]
     lines.append(
         f"Device **{dev.get('name', '?')}** (sm_{str(dev.get('compute_capability', '?')).replace('.', '')}, "
         f"{dev.get('multiprocessors', '?')} SMs, L2 {fmt((dev.get('l2_bytes') or 0) / 2**20, 0)} MiB), "
