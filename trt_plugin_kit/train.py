@@ -27,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from trt_plugin_kit import cli_options, lenet, mnist
+from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import MODELS_DIR
 
 DEFAULT_WEIGHTS = MODELS_DIR / "lenet5_mnist.npz"
@@ -179,11 +180,7 @@ def _main(argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command; missing or malformed input files end with one clear line and exit code 2."""
-    try:
-        return _main(argv)
-    except (FileNotFoundError, ValueError) as error:  # IdxFormatError and bad weights are ValueErrors
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_reporting_input_errors(_main, argv)
 
 
 if __name__ == "__main__":
