@@ -24,10 +24,10 @@ endif
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help venv test-venv test-tools k8s-generate trt-headers plugins harness-check pytest test compose-test lint format docs serve loadtest clean
+.PHONY: help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins harness-check pytest test compose-test lint format docs serve loadtest clean
 
 help:
-	@echo "make serve | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
+	@echo "make serve | make new-plugin NAME=... | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
 # Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extras
 # ('.[rtx]': TensorRT for RTX, about 240 MB; '.[test]': Kubernetes schemas) on top of it.
@@ -126,6 +126,11 @@ format: venv
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 	clang-format -i $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+
+# A working plugin folder to change into your own op: make new-plugin NAME=my_op [NEW_PLUGIN_ARGS="--inputs 2"]
+new-plugin: venv
+	@test -n "$(NAME)" || { echo "usage: make new-plugin NAME=my_op [NEW_PLUGIN_ARGS='--inputs 2 --reduce']"; exit 2; }
+	$(PY) -m trt_plugin_kit new-plugin $(NAME) $(NEW_PLUGIN_ARGS)
 
 # Rewrites the README tables generated from plugins/*/spec.yaml (tests fail while they are stale).
 docs: venv

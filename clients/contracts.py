@@ -1,6 +1,6 @@
 """What the clients expect of each served model, and the check of a live model against it.
 
-The expectations are the serving interface (model_repository/, see the serving issue's table):
+The expectations are the serving interface (model_repository/README.md: models, tensors, shapes):
 
   | model              | inputs                        | outputs                                   |
   | mnist              | image FP32 [1, 28, 28]        | probabilities FP32 [10] + labels file     |

@@ -2,7 +2,8 @@
 latency percentiles, memory drift, throughput windows, request counts by model (the soak's own and
 Triton's, side by side), and the JSON record's Markdown page and chart.
 
-How Triton counts (tritonserver 2.51, tested in tests/test_soak.py), and why the soak reports its own counts:
+How Triton counts (tritonserver 2.51, tested in tests/server/test_soak.py), and why the soak counts
+for itself:
 - a request refused inside an ensemble step counts twice in the ensemble's failure counter (the statistics
   API's `fail` and Prometheus' nv_inference_request_failure): once for the step, once for the ensemble;
 - an error answered by a Python-backend model (mnist_preprocess, the CPU mnist/l2norm) counts as a success of

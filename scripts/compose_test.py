@@ -49,8 +49,9 @@ from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR  # noqa: E402
 from trt_plugin_kit.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE  # noqa: E402
 from trt_plugin_kit.serving import EXPECTED_CPU_ERROR_LINES, free_port  # noqa: E402
 
-# Never the user's own project (`down -v` removes its volumes); another name for runs side by side.
-PROJECT = os.environ.get("COMPOSE_TEST_PROJECT", "trt_plugin_kit_compose_test")
+# Never the user's own project (`down -v` removes its volumes), and one per run: two runs on one Docker daemon
+# (two checkouts, CI beside a developer) must not take each other's containers down.
+PROJECT = f"trt_plugin_kit_compose_test_{os.getpid()}"
 COMPOSE_FILES = ("docker-compose.yml", "docker/compose.host-network.yml")
 REPLICAS_FILE = "docker/compose.replicas.yml"
 SERVICE = "triton-cpu"
@@ -394,7 +395,9 @@ def tear_down(compose: list[str], env: dict[str, str]) -> list[str]:
     """`down -v` whatever happened, then what of the project is still there (should be nothing)."""
     print("\n== compose-test: down -v", flush=True)
     subprocess.run(
-        [*compose, "--profile", "loadtest", "down", "-v", "--remove-orphans", "--timeout", "30"],
+        # --rmi local: this run's images (named after the per-run project) go too; the build cache stays.
+        [*compose, "--profile", "loadtest", "down", "-v", "--rmi", "local", "--remove-orphans",
+         "--timeout", "30"],
         env=env, timeout=180, check=False,
     )  # fmt: skip
     label = f"label=com.docker.compose.project={PROJECT}"

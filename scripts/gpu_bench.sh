@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The plugin benchmark of issues 4 and 16 in one command on a machine with an NVIDIA GPU:
+# The plugin benchmark of the roofline and serving-size rounds in one command on a machine with an NVIDIA GPU:
 #   1. builds libtrt_plugin_kit.so + libplugin_bench.so (Release, for this GPU) into build/bench,
-#   2. runs plugins/benchmarks/run_benchmarks.py: copy bandwidth, every plugin's enqueue and its PyTorch peers,
+#   2. runs python3 -m trt_plugin_kit.benchmarks: copy bandwidth, every plugin's enqueue and its PyTorch peers,
 #      the LeNet plugin chain as one CUDA graph per forward against PyTorch's, targets; writes benchmark.json,
 #      benchmark.md, benchmark.png. Exits with its status: 1 when a target fails, so that a regression fails the run.
-# Usage: scripts/gpu_bench.sh [TENSORRT_HEADERS] [run_benchmarks.py options...]
+# Usage: scripts/gpu_bench.sh [TENSORRT_HEADERS] [benchmark options (python3 -m trt_plugin_kit.benchmarks --help)...]
 #   TENSORRT_HEADERS: a TensorRT version dir holding include/NvInferRuntime.h (or the include dir itself);
 #                     default ../shared/vendor/tensorrt/11.1
 #   Results go to $OUT when set (the device machine), else plugins/benchmarks/results; the two logs
@@ -40,7 +40,7 @@ if ! { cmake -S plugins -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTENSORRT_INCLUD
 fi
 echo "== built in $(($(date +%s) - start)) s"
 
-python3 plugins/benchmarks/run_benchmarks.py --build-dir "$BUILD" --out "$RESULTS" "$@" 2>&1 | tee "$LOGS/bench-run.log"
+python3 -m trt_plugin_kit.benchmarks --build-dir "$BUILD" --out "$RESULTS" "$@" 2>&1 | tee "$LOGS/bench-run.log"
 status=${PIPESTATUS[0]}
 echo "== gpu_bench: exit $status after $(($(date +%s) - start)) s; results in $RESULTS: $(find "$RESULTS" -maxdepth 1 -type f -printf '%f ')"
 exit "$status"

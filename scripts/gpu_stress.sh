@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reliability runs of the plugin library on a machine with an NVIDIA GPU (issue 9), in one command:
+# Reliability runs of the plugin library on a machine with an NVIDIA GPU (reliability round), in one command:
 #   1. builds libtrt_plugin_kit.so + plugin_stress against one TensorRT header set ($BUILD_DIR/gpu-<version>,
 #      default build/gpu-<version>, the folder scripts/gpu_check.sh uses: after it, nothing is rebuilt),
 #   2. fuzz: 10,000 generated field collections per creator in kBUILD and kRUNTIME (+ serialize round trips,

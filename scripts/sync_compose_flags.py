@@ -3,7 +3,7 @@
 trt_plugin_kit/serving.py: HARDENED_FLAGS, the request-size limit and the shutdown grace `make serve` uses.
 
     .venv/bin/python scripts/sync_compose_flags.py           # rewrite the generated block
-    .venv/bin/python scripts/sync_compose_flags.py --check   # exit 1 if it is stale (tests/test_compose.py)
+    .venv/bin/python scripts/sync_compose_flags.py --check   # exit 1 if stale (tests/unit/test_compose.py)
 
 The block sits between the BEGIN/END marker comments of the `triton` service's command, with the paths and
 ports of the container. The administrative API restrictions are not in it: they carry the key, which

@@ -1,4 +1,9 @@
-"""Shared pytest fixtures.
+"""Shared pytest fixtures, and the markers that say what a test needs.
+
+Tests live by what they need: tests/unit (Python only, seconds), tests/library (the plugin library built by
+`make plugins`, TensorRT-RTX), tests/server (a real tritonserver: the fixture below, or one they start). Each
+test gets the marker of its folder, so `pytest -m unit`, `-m "not server"` etc. pick a part; `make test`
+runs them all. GPU-only checks are not pytest tests: they run on the GPU machine through scripts/gpu_*.sh.
 
 `triton_server` (session scope): a real tritonserver on this repository's models, started the way
 `make serve` starts its CPU variant (PyTriton's tritonserver binary, Python backend, --model-config-name=cpu)
@@ -60,3 +65,13 @@ def triton_server(tmp_path_factory):
             server.stop()
         return
     pytest.fail("could not start tritonserver for the tests:\n" + "\n".join(errors), pytrace=False)
+
+
+MARKED_FOLDERS = ("unit", "library", "server")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        folder = Path(str(item.fspath)).parent.name
+        if folder in MARKED_FOLDERS:
+            item.add_marker(getattr(pytest.mark, folder))

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -385,3 +386,13 @@ def add_mnist_dir_argument(group: Any, purpose: str) -> None:
         help=f"folder with the MNIST dev digits (mnist-dev-*-ubyte.gz), {purpose} "
         f"(default: ${MNIST_DIR_ENV}, else ../{MNIST_DIR.relative_to(SHARED_DIR.parent)})",
     )
+
+
+def run_reporting_input_errors(command: Callable[[list[str] | None], int], argv: list[str] | None) -> int:
+    """Runs a command whose missing or malformed input files end with one clear line and exit code 2
+    (IdxFormatError and bad weights are ValueErrors) instead of a traceback."""
+    try:
+        return command(argv)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

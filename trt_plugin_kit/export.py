@@ -37,6 +37,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from trt_plugin_kit import cli_options, lenet, mnist, plugin_nodes
+from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import (
     FLAVOURS,
     L2NORM_INPUT,
@@ -525,11 +526,7 @@ def _main(argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command; missing or malformed input files end with one clear line and exit code 2."""
-    try:
-        return _main(argv)
-    except (FileNotFoundError, ValueError) as error:  # IdxFormatError and bad weights are ValueErrors
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_reporting_input_errors(_main, argv)
 
 
 if __name__ == "__main__":

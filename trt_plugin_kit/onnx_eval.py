@@ -4,7 +4,7 @@ Standard operators run in :mod:`onnx.reference` (ONNX's reference implementation
 custom nodes (domain ``trt_plugin_kit``) are registered with it as ``OpRun`` classes built from the NumPy
 reference registry (:data:`trt_plugin_kit.reference.REFERENCES`), so this is the CPU reference of the *plugin*
 flavour. The chain of trust is: plugin kernels == reference (plugin harness), and reference-in-the-graph ==
-the native graph in ONNX Runtime (tests/test_onnx_eval.py).
+the native graph in ONNX Runtime (tests/unit/test_onnx_eval.py).
 
 Like TensorRT's ONNX parser, a custom node is accepted only when its ``plugin_version`` and
 ``plugin_namespace`` attributes name our plugin library and every other attribute is a field of that

@@ -59,7 +59,6 @@ from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the servi
     probe_host,
     system_triton_python_path,
 )
-from trt_plugin_kit.triton_protocol import NotReady, wait_until_ready
 
 # Largest HTTP request body accepted: --http-max-input-size where Triton has it (>= 25.05), the HTTP guard
 # in front of older ones. Bigger than mnist_preprocess's per-image limit so that those get the model's error.
@@ -448,10 +447,19 @@ class TritonServer:
         readiness wait (trt_plugin_kit.triton_protocol); stops early, with the log, if a process exits."""
         if self.process is None:
             raise ServingError("the server was not started")
+        # Imported here: triton_protocol needs numpy and tritonclient, which the system Python that serves
+        # the TensorRT variant in NVIDIA's container may lack until the server is being started from a venv.
+        from trt_plugin_kit.triton_protocol import NotReady, wait_until_ready  # noqa: PLC0415
+
         host, _, _ = self.http_url.rpartition(":")
         location = ServerLocation(host, self.ports.http, self.ports.grpc, self.ports.metrics)
+        # A gRPC endpoint with TLS (extra --grpc-use-ssl flags) is its owner's to check; HTTP says ready too.
+        tls = any(arg.startswith("--grpc-use-ssl") for arg in self.extra_args)
+        protocols = ("http",) if tls else ("http", "grpc")
         try:
-            wait_until_ready(location, timeout_s=timeout_s, poll_s=0.25, stopped=self.exit_reason)
+            wait_until_ready(
+                location, protocols=protocols, timeout_s=timeout_s, poll_s=0.25, stopped=self.exit_reason
+            )
         except NotReady as not_ready:
             what = (
                 "tritonserver was not ready" if not_ready.waited_out else f"{not_ready} before it was ready"

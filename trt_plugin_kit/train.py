@@ -5,9 +5,10 @@
 Writes ``models/lenet5_mnist.npz`` (float32 weights, see :mod:`trt_plugin_kit.lenet`) and
 ``models/lenet5_mnist.json`` (validation accuracy, seed, epochs, time, split sizes, hyper-parameters).
 
-Reproducible: one seed drives the initialization, the shuffling and the augmentation; with the same NumPy,
-BLAS and thread count the weights are bit-identical run to run (different BLAS builds may round
-differently in the last bits, which changes the trajectory slightly but not the accuracy materially).
+Reproducible: one seed drives the initialization, the shuffling and the augmentation; on the same
+CPU model with the same NumPy, BLAS and thread count the weights are bit-identical run to run. OpenBLAS
+picks its kernels by CPU model (and another BLAS build may round differently), so another CPU ends with
+other weights and a slightly different accuracy.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import numpy as np
 from tqdm import tqdm
 
 from trt_plugin_kit import cli_options, lenet, mnist
+from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import MODELS_DIR
 
 DEFAULT_WEIGHTS = MODELS_DIR / "lenet5_mnist.npz"
@@ -178,11 +180,7 @@ def _main(argv: list[str] | None = None) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Runs the command; missing or malformed input files end with one clear line and exit code 2."""
-    try:
-        return _main(argv)
-    except (FileNotFoundError, ValueError) as error:  # IdxFormatError and bad weights are ValueErrors
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+    return run_reporting_input_errors(_main, argv)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 // libplugin_bench.so: times the enqueue of every plugin of libtrt_plugin_kit.so on the GPU, driven through
 // TensorRT's call sequence by the conformance harness's fakes (registry, expression builder, resource
-// context), for plugins/benchmarks/run_benchmarks.py (ctypes).
+// context), for trt_plugin_kit/benchmarks (ctypes, library.py).
 //
 // The library exports `getPluginRegistry` (from harness/trt_fakes.cpp). Loaded with RTLD_GLOBAL before the
 // plugin library, it is the registry the plugin library's static initializer registers with; otherwise

@@ -1,4 +1,6 @@
-// What a conformance case is. Each plugin contributes its cases in cases_<plugin>.cpp.
+// What a conformance case is. The first plugins contribute their cases in cases_<plugin>.cpp; a plugin folder
+// may instead hold its own in plugins/<name>/harness/*.cpp, registered with TRT_PLUGIN_KIT_HARNESS_CASES (the
+// scaffold does this), which the harness's CMake collects with no edit here.
 #pragma once
 
 #include <functional>
@@ -83,4 +85,22 @@ void addFullyConnectedCases(Suite& suite);
 void addPoolCases(Suite& suite);
 void addConcatCopyCases(Suite& suite);
 
+using CaseAdder = void (*)(Suite&);
+//! Records a plugin folder's case function (from a static initializer; see TRT_PLUGIN_KIT_HARNESS_CASES).
+struct CaseRegistration
+{
+    explicit CaseRegistration(CaseAdder add);
+};
+//! Every suite: the cases above, then the plugin folders' registered ones.
+Suite allCases();
+
 }  // namespace harness
+
+// One line in a plugin folder's harness/cases.cpp (outside any namespace):
+// TRT_PLUGIN_KIT_HARNESS_CASES(addMyCases);
+#define TRT_PLUGIN_KIT_HARNESS_CASES(function)                           \
+    namespace                                                            \
+    {                                                                    \
+    ::harness::CaseRegistration const gHarnessCases##function{function}; \
+    }                                                                    \
+    static_assert(true, "")

@@ -325,12 +325,7 @@ int main(int argc, char** argv)
     }
 
     // ---- 4. the suites
-    Suite suite;
-    addL2NormalizeCases(suite);
-    addActivationCases(suite);
-    addFullyConnectedCases(suite);
-    addPoolCases(suite);
-    addConcatCopyCases(suite);
+    Suite suite = allCases();
 
     int index = 0;
     for (auto& c : suite.cases)

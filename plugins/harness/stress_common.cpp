@@ -107,16 +107,7 @@ MemorySample sampleMemory(int64_t cycle)
 
 harness::Suite const& conformanceSuite()
 {
-    static harness::Suite const suite = []
-    {
-        harness::Suite s;
-        harness::addL2NormalizeCases(s);
-        harness::addActivationCases(s);
-        harness::addFullyConnectedCases(s);
-        harness::addPoolCases(s);
-        harness::addConcatCopyCases(s);
-        return s;
-    }();
+    static harness::Suite const suite = harness::allCases();
     return suite;
 }
 

@@ -19,9 +19,9 @@ from PIL import Image
 
 from clients.errors import EXIT_UNREACHABLE
 from trt_plugin_kit import mnist
+from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving import Ports, ServingError, TritonServer
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 TLS_HINT = "TLS: check --ssl, --root-certificates"
 
 

@@ -1,7 +1,7 @@
-"""Replicas on one host behind HAProxy, without Docker: slots (trt_plugin_kit.replica_slot), the generated
-HAProxy configuration (trt_plugin_kit.balancer) with real Triton replicas, and the compose override that ties
-them to `--scale`. The failover under load (a replica killed) runs in the compose test
-(loadtests/failover.py).
+"""Replicas on one host behind HAProxy, without Docker or a server: slots (trt_plugin_kit.replica_slot), the
+generated HAProxy configuration (trt_plugin_kit.balancer, checked by haproxy itself), and the compose override
+that ties them to `--scale`. With real replicas: tests/server/test_balancer_replicas.py; the failover under
+load runs in the compose test (loadtests/failover.py).
 """
 
 from __future__ import annotations
@@ -10,19 +10,14 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
 import pytest
-import tritonclient.grpc as grpcclient
-import tritonclient.http as httpclient
 import yaml
 
-from trt_plugin_kit.balancer import GRPC_BACKEND, HTTP_BACKEND, Balancer, haproxy_config, server_name
-from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT, REPO_ROOT
+from trt_plugin_kit.balancer import haproxy_config, server_name
+from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.replica_slot import SLOT_STRIDE, slot_ports
-from trt_plugin_kit.serving import Ports, TritonServer, free_port
 
 needs_haproxy = pytest.mark.skipif(
     shutil.which("haproxy") is None, reason="no haproxy (apt-get install haproxy; bash .ci/run does)"
@@ -88,47 +83,6 @@ def test_haproxy_accepts_the_generated_configuration(tmp_path):
         assert f"server {server_name(slot)} 127.0.0.1:{ports.http} check" in text
         assert f"127.0.0.1:{ports.grpc} proto h2 check port {ports.http} check-proto h1" in text
     assert "option httpchk GET /v2/health/ready" in text and "bind 127.0.0.1:8001 proto h2" in text
-
-
-@needs_haproxy
-def test_every_request_is_balanced_over_real_replicas_on_both_protocols(tmp_path):
-    base = free_port()
-    replicas = []
-    try:
-        for slot in range(2):
-            ports = slot_ports(base, slot)
-            server = TritonServer(
-                variant="cpu",
-                ports=Ports(ports.http, ports.grpc, ports.metrics),
-                log_file=tmp_path / f"replica{slot}.log",
-                exit_timeout_s=3,
-            )
-            replicas.append(server)
-            server.start()
-        for server in replicas:
-            server.wait_until_ready(180)
-        http_port, grpc_port = free_port(), free_port()
-        with Balancer(2, base, http_port, grpc_port, tmp_path / "haproxy.log") as balancer:
-            deadline = time.monotonic() + 20
-            while not all(row["status"] == "UP" for row in balancer.stats().values()):
-                assert time.monotonic() < deadline, balancer.stats()
-                time.sleep(0.2)
-            vectors = np.ones((2, 16), dtype=np.float32)
-            http = httpclient.InferenceServerClient(f"127.0.0.1:{http_port}")
-            grpc = grpcclient.InferenceServerClient(f"127.0.0.1:{grpc_port}")
-            for _ in range(10):  # one client connection each: balancing is per request, not per connection
-                for module, client in ((httpclient, http), (grpcclient, grpc)):
-                    request = module.InferInput(L2NORM_INPUT, list(vectors.shape), "FP32")
-                    request.set_data_from_numpy(vectors)
-                    client.infer(L2NORM, [request])
-            http.close()
-            grpc.close()
-            stats = balancer.stats()
-        for backend in (HTTP_BACKEND, GRPC_BACKEND):
-            assert [int(stats[(backend, server_name(s))]["stot"]) for s in range(2)] == [5, 5], backend
-    finally:
-        for server in replicas:
-            server.stop()
 
 
 def test_compose_replicas_override_fits_the_image_and_the_slots():

@@ -49,8 +49,8 @@ from clients.stats import (
 )
 from clients.triton import ConnectionSettings, normalize_config, normalize_metadata
 from trt_plugin_kit import mnist, serving_preprocess
+from trt_plugin_kit.interface import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("infer", "l2norm", "eval", "health")
 
 

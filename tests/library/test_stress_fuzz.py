@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from trt_plugin_kit import plugin_spec
+from trt_plugin_kit.interface import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = Path(os.environ.get("BUILD_DIR", REPO_ROOT / "build"))
 if not BUILD_DIR.is_absolute():
     BUILD_DIR = REPO_ROOT / BUILD_DIR

@@ -11,11 +11,11 @@ import re
 import subprocess
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from trt_plugin_kit.interface import REPO_ROOT
+
 README = REPO_ROOT / "model_repository" / "README.md"
 IMAGE = REPO_ROOT / "samples" / "digits" / "7.png"
 

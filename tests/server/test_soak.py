@@ -1,9 +1,9 @@
-"""CI size of the serving soak (issue 9): `python -m loadtests.soak` for one minute against the real CPU
+"""CI size of the serving soak: `python -m loadtests.soak` for one minute against the real CPU
 tritonserver of the `triton_server` fixture, over HTTP and gRPC, all models, a share of bad requests.
 
 Every good request must succeed, every bad one must be refused with an error naming the problem, and the
 JSON / Markdown / chart results must be written. Failures are counted per model as users count them, and
-reconciled with Triton's statistics, which count an ensemble's failures twice (issue 18, item 10). The
+reconciled with Triton's statistics, which count an ensemble's failures twice. The
 10-minute run is committed in docs/reliability/.
 """
 
@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from trt_plugin_kit.interface import REPO_ROOT
+
 SOAK = [sys.executable, "-m", "loadtests.soak"]
 CI_DURATION = "60s"
 

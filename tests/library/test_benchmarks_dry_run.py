@@ -1,5 +1,5 @@
-"""plugins/benchmarks/run_benchmarks.py without a GPU: the --dry-run mode CI runs, argument checks, the case
-list against issue 4, and the evaluation/report code fed by a stand-in for libplugin_bench.so.
+"""trt_plugin_kit.benchmarks without a GPU: the --dry-run mode CI runs, argument checks, the case list against
+the roofline round, and the evaluation/report code fed by a stand-in for libplugin_bench.so.
 
 With a built libplugin_bench.so (``make test`` builds it into build/trt-<version>; or set
 TPK_BENCH_BUILD_DIR), the dry run also drives every case through the plugins' build-phase calls.
@@ -7,7 +7,6 @@ TPK_BENCH_BUILD_DIR), the dry run also drives every case through the plugins' bu
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -17,40 +16,41 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = REPO_ROOT / "plugins" / "benchmarks" / "run_benchmarks.py"
+from trt_plugin_kit.benchmarks import cli, lenet_chain
+from trt_plugin_kit.benchmarks.cases import (
+    FAMILY_ORDER,
+    MNIST_BATCHES,
+    PEER_RATIO,
+    build_cases,
+    build_chains,
+    select_cases,
+)
+from trt_plugin_kit.benchmarks.library import BENCH_LIBRARY, PLUGIN_LIBRARY, RESULT_FIELDS, BenchError
+from trt_plugin_kit.benchmarks.peers import rotation_sets, time_boxed
+from trt_plugin_kit.interface import REPO_ROOT
 
+ENTRY = "trt_plugin_kit.benchmarks"  # python3 -m trt_plugin_kit.benchmarks
 
-def load_module():
-    spec = importlib.util.spec_from_file_location("run_benchmarks", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["run_benchmarks"] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-rb = load_module()
-
-# Runs main(argv) with any import of torch refused, then checks that none happened.
+# Runs the package's __main__ with any import of torch refused, then checks that none happened.
 NO_TORCH_RUNNER = """
-import importlib.abc, sys
+import importlib.abc, runpy, sys
 class RefuseTorch(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name == "torch" or name.startswith("torch."):
             raise ImportError("the dry run must not import torch")
         return None
 sys.meta_path.insert(0, RefuseTorch())
-sys.path.insert(0, sys.argv[1])
-import run_benchmarks
-code = run_benchmarks.main(sys.argv[2:])
-assert "torch" not in sys.modules
-sys.exit(code)
+sys.argv = [sys.argv[1], *sys.argv[2:]]
+try:
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+finally:
+    assert "torch" not in sys.modules
 """
 
 
 def run_dry(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-c", NO_TORCH_RUNNER, str(SCRIPT.parent), *args],
+        [sys.executable, "-c", NO_TORCH_RUNNER, ENTRY, *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -65,7 +65,7 @@ def built_library_dirs() -> list[Path]:
     return [
         Path(c)
         for c in candidates
-        if c and (Path(c) / rb.BENCH_LIBRARY).is_file() and (Path(c) / rb.PLUGIN_LIBRARY).is_file()
+        if c and (Path(c) / BENCH_LIBRARY).is_file() and (Path(c) / PLUGIN_LIBRARY).is_file()
     ]
 
 
@@ -73,7 +73,7 @@ def built_library_dirs() -> list[Path]:
 def test_dry_run_lists_every_case_without_gpu_or_torch():
     result = run_dry("--dry-run")
     assert result.returncode == 0, result.stdout + result.stderr
-    cases = rb.build_cases()
+    cases = build_cases()
     assert f"{len(cases)} cases" in result.stdout
     for case in cases:
         assert case.id in result.stdout
@@ -113,16 +113,41 @@ def test_dry_run_drives_every_case_through_the_plugins_build_phase():
     build = built_library_dirs()[0]
     result = run_dry("--dry-run", "--build-dir", str(build))
     assert result.returncode == 0, result.stdout + result.stderr
-    n = len(rb.build_cases())
+    n = len(build_cases())
     assert f"of {n}/{n} cases ok" in result.stdout
     assert "6 creators" in result.stdout
 
 
+def test_runs_from_the_repository_root_with_a_bare_python():
+    """The GPU machine runs `python3 -m trt_plugin_kit.benchmarks` in a copy of the tree, with no install and
+    no virtualenv: -S leaves site-packages (and so any installed copy of the package) out of sys.path."""
+    args = ["--dry-run"]
+    builds = built_library_dirs()
+    if builds:
+        args += ["--build-dir", str(builds[0])]
+    result = subprocess.run(
+        [sys.executable, "-S", "-m", ENTRY, *args], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    n = len(build_cases())
+    assert f"{n} cases" in result.stdout
+    if builds:
+        assert f"of {n}/{n} cases ok" in result.stdout
+    usage = subprocess.run(
+        [sys.executable, "-S", "-m", ENTRY, "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO_ROOT,
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: python3 -m trt_plugin_kit.benchmarks")
+
+
 # ------------------------------------------------------------------------------ the case list itself
 def test_cases_cover_issue_4():
-    cases = rb.build_cases()
+    cases = build_cases()
     by_id = {c.id: c for c in cases}
-    assert {c.family for c in cases} == set(rb.FAMILY_ORDER)
+    assert {c.family for c in cases} == set(FAMILY_ORDER)
     large = [c for c in cases if c.group == "large"]
     assert all(c.graph_batch == 0 for c in large)
     # L2Normalize at [65536, 1024] and rows of 128 and 4096, FP32 and FP16
@@ -146,7 +171,7 @@ def test_cases_cover_issue_4():
             assert not c.peers
     # MNIST serving sizes
     mnist = [c for c in cases if c.group == "mnist"]
-    assert {c.batch for c in mnist} == set(rb.MNIST_BATCHES) == {1, 64, 1024}
+    assert {c.batch for c in mnist} == set(MNIST_BATCHES) == {1, 64, 1024}
     assert all(c.graph_batch == 100 for c in mnist)
     lenet = {(c.id.split("/")[2], c.inputs[0][1:]) for c in mnist if c.batch == 1}
     assert {("pool1", (20, 24, 24)), ("pool2", (50, 8, 8)), ("fc1", (50, 4, 4)), ("fc2", (500,))} <= lenet
@@ -154,7 +179,7 @@ def test_cases_cover_issue_4():
 
 
 def test_every_target_of_issue_4_is_checked():
-    cases = rb.build_cases()
+    cases = build_cases()
     targets = [(c, t) for c in cases for t in c.targets]
     thresholds = {(t.metric, t.threshold) for _, t in targets}
     assert thresholds == {
@@ -165,7 +190,7 @@ def test_every_target_of_issue_4_is_checked():
         ("pct_copy", 70.0),
         ("speedup_vs", 3.0),
         ("speed_ratio", 0.95),
-        ("speed_ratio", 0.97),  # issue 16: every plugin-vs-peer comparison
+        ("speed_ratio", 0.97),  # the serving-size round: every plugin-vs-peer comparison
         ("median_us", 5.0),
     }
     assert sum(t.threshold == 85.0 for _, t in targets) == 6  # L2Normalize: 3 shapes x 2 dtypes
@@ -177,25 +202,23 @@ def test_every_target_of_issue_4_is_checked():
             assert c.batch == 1 and c.graph_batch == 100
     batch1 = [c for c in cases if c.batch == 1]
     assert batch1 and all(any(t.metric == "median_us" for t in c.targets) for c in batch1)
-    assert {c.plugin for c in batch1} == set(rb.FAMILY_ORDER)  # each plugin at batch 1
+    assert {c.plugin for c in batch1} == set(FAMILY_ORDER)  # each plugin at batch 1
 
 
 def test_every_peer_comparison_is_a_target_of_issue_16():
-    cases = rb.build_cases()
+    cases = build_cases()
     comparisons = [(c.id, p) for c in cases for p in c.peers]
     assert len(comparisons) == 80  # the count the issue gives
-    peer_targets = {(c.id, t.peer) for c in cases for t in c.targets if t.threshold == rb.PEER_RATIO}
+    peer_targets = {(c.id, t.peer) for c in cases for t in c.targets if t.threshold == PEER_RATIO}
     assert peer_targets == set(comparisons)
     fc = {(c.id, t.peer) for c in cases for t in c.targets if c.family == "FullyConnected"}
     assert ("mnist/b64/fc1/fp16/64x50x4x4->500", "torch.matmul") in fc  # the issue's table names it
 
 
 def test_lenet_chains_join_the_mnist_cases():
-    chains = rb.build_chains()
-    assert [(c.batch, c.dtype) for c in chains] == [
-        (b, d) for b in rb.MNIST_BATCHES for d in ("fp32", "fp16")
-    ]
-    by_id = {c.id: c for c in rb.build_cases()}
+    chains = build_chains()
+    assert [(c.batch, c.dtype) for c in chains] == [(b, d) for b in MNIST_BATCHES for d in ("fp32", "fp16")]
+    by_id = {c.id: c for c in build_cases()}
     for chain in chains:
         assert chain.check() == []
         names = [s.case.id.split("/")[2] for s in chain.steps]
@@ -206,14 +229,12 @@ def test_lenet_chains_join_the_mnist_cases():
         assert len(nodes) == 5 and nodes[0].startswith("Pool#mode=s:max;") and nodes[4].endswith("#3.0")
         assert nodes[2].split("#")[2] == f"{chain.dtype}:{chain.batch},50,4,4"
     broken = chains[0]
-    broken.steps[3] = rb.lenet_chain.ChainStep(
-        broken.steps[3].case, ("1.0",)
-    )  # pool2's output is not [N, 500]
+    broken.steps[3] = lenet_chain.ChainStep(broken.steps[3].case, ("1.0",))  # pool2's output is not [N, 500]
     assert broken.check() and "!=" in broken.check()[0]
 
 
 def test_bytes_moved_and_rotation_rule():
-    by_id = {c.id: c for c in rb.build_cases()}
+    by_id = {c.id: c for c in build_cases()}
     pool = by_id["pool/max/fp16/256x64x112x112"]
     assert pool.outputs == [(256, 64, 56, 56)]
     assert pool.bytes_moved == (256 * 64 * 112 * 112 + 256 * 64 * 56 * 56) * 2
@@ -222,11 +243,11 @@ def test_bytes_moved_and_rotation_rule():
     concat = by_id["concat_copy/fp32/2x32768x1024"]
     assert concat.outputs == [(65536, 1024), (32768, 1024)]
     l2 = 50 * 2**20
-    assert rb.rotation_sets(256 * 2**20, l2, 65536) == 2
-    assert rb.rotation_sets(2000, l2, 65536) == 52429
-    assert rb.rotation_sets(2000, l2, 4096) == 4096
-    assert rb.time_boxed(200, 1000.0, 50.0, 0.01) == 100  # never fewer than 100
-    assert rb.time_boxed(200, 1.0, 50.0, 2.0) == 200
+    assert rotation_sets(256 * 2**20, l2, 65536) == 2
+    assert rotation_sets(2000, l2, 65536) == 52429
+    assert rotation_sets(2000, l2, 4096) == 4096
+    assert time_boxed(200, 1000.0, 50.0, 0.01) == 100  # never fewer than 100
+    assert time_boxed(200, 1.0, 50.0, 2.0) == 200
 
 
 # ------------------------------------------------------------------ evaluation and reports (no GPU)
@@ -254,7 +275,7 @@ class StandInLibrary:
 
     @staticmethod
     def _stats(us):
-        return {name: None for name in rb.RESULT_FIELDS} | {
+        return {name: None for name in RESULT_FIELDS} | {
             "median_us": us,
             "p10_us": us * 0.98,
             "p90_us": us * 1.03,
@@ -283,7 +304,7 @@ class StandInLibrary:
     def run(self, case, repetitions, options):
         self.calls.append((case.id, repetitions, options))
         if case.id.startswith("mnist/b1/pool2"):
-            raise rb.BenchError("enqueue returned 700: stand-in failure")
+            raise BenchError("enqueue returned 700: stand-in failure")
         us = case.bytes_moved / self.BYTES_PER_US + (3.0 if case.group == "mnist" else 0.0)
         spec = ";".join(f"{case.dtype}:" + ",".join(map(str, s)) for s in case.outputs)
         return spec, self._stats(us)
@@ -292,17 +313,20 @@ class StandInLibrary:
 def test_measure_flow_with_a_stand_in_library(tmp_path, monkeypatch):
     build = tmp_path / "build"
     build.mkdir()
-    (build / rb.BENCH_LIBRARY).write_bytes(b"")
-    (build / rb.PLUGIN_LIBRARY).write_bytes(b"")
-    monkeypatch.setattr(rb, "BenchLibrary", StandInLibrary)
+    (build / BENCH_LIBRARY).write_bytes(b"")
+    (build / PLUGIN_LIBRARY).write_bytes(b"")
+    monkeypatch.setattr(cli, "BenchLibrary", StandInLibrary)
     out = tmp_path / "out"
-    code = rb.main(["--no-torch", "--no-chart", "--build-dir", str(build), "--out", str(out), "--quick"])
+    code = cli.main(["--no-torch", "--no-chart", "--build-dir", str(build), "--out", str(out), "--quick"])
     assert code == 1  # no case fails, but the stand-in's bandwidth misses targets: a regression fails the run
     report = json.loads((out / "benchmark.json").read_text())
+    assert report["meta"]["command"] == (
+        f"python3 -m trt_plugin_kit.benchmarks --no-torch --no-chart --build-dir {build} --out {out} --quick"
+    )
     assert report["roofline"]["source"] == "cudaMemcpyAsync"
     assert math.isclose(report["roofline"]["copy_gb_per_s"], 3000.0, rel_tol=1e-6)
     ids = [c["id"] for c in report["cases"]]
-    assert ids == [c.id for c in rb.select_cases(rb.build_cases(), True, [])]
+    assert ids == [c.id for c in select_cases(build_cases(), True, [])]
     l2 = next(c for c in report["cases"] if c["id"] == "l2normalize/fp32/65536x1024")
     assert math.isclose(l2["plugin_result"]["pct_copy"], 2500.0 / 3000.0 * 100.0, rel_tol=1e-6)
     assert l2["peers"][0]["error"] == "--no-torch"
@@ -329,13 +353,13 @@ def test_measure_flow_with_a_stand_in_library(tmp_path, monkeypatch):
 def test_exit_status_follows_the_targets(tmp_path, monkeypatch):
     build = tmp_path / "build"
     build.mkdir()
-    (build / rb.BENCH_LIBRARY).write_bytes(b"")
-    (build / rb.PLUGIN_LIBRARY).write_bytes(b"")
-    monkeypatch.setattr(rb, "BenchLibrary", StandInLibrary)
+    (build / BENCH_LIBRARY).write_bytes(b"")
+    (build / PLUGIN_LIBRARY).write_bytes(b"")
+    monkeypatch.setattr(cli, "BenchLibrary", StandInLibrary)
     common = ["--no-torch", "--no-chart", "--build-dir", str(build), "--out", str(tmp_path / "out")]
     # 3 us per enqueue meets the batch-1 target; the peer targets are not measured without PyTorch
-    assert rb.main([*common, "--only", "mnist/b1/leaky_relu/fp32"]) == 0
-    assert rb.main([*common, "--only", "l2normalize/fp32/65536x1024"]) == 1  # 83% of copy < 85%
+    assert cli.main([*common, "--only", "mnist/b1/leaky_relu/fp32"]) == 0
+    assert cli.main([*common, "--only", "l2normalize/fp32/65536x1024"]) == 1  # 83% of copy < 85%
     report = json.loads((tmp_path / "out" / "benchmark.json").read_text())
     assert report["summary"]["targets"]["FAIL"] == 1 and report["summary"]["errors"] == 0
 
@@ -359,9 +383,9 @@ def test_chain_targets_and_report_with_torch_timings():
         ],
     }
     slower = dict(record, id="lenet_chain/b1/fp32", peers=[dict(record["peers"][0], speed_ratio=0.99)])
-    rows = rb.lenet_chain.evaluate([record, slower])
+    rows = lenet_chain.evaluate([record, slower])
     assert [r["status"] for r in rows] == ["PASS", "FAIL"]  # at least as fast: no noise allowance
-    md = "\n".join(rb.lenet_chain.markdown([record]))
+    md = "\n".join(lenet_chain.markdown([record]))
     assert "| `lenet_chain/b64/fp16` | 10.00 (9.90 – 10.20) | 12.00 (11.90 – 12.10) | 1.20x | 5 (5) |" in md
     assert md.rstrip().endswith("| 28 | 20, 21 |")
 
@@ -369,11 +393,11 @@ def test_chain_targets_and_report_with_torch_timings():
 def test_measure_records_a_failing_case_and_goes_on(tmp_path, monkeypatch):
     build = tmp_path / "build"
     build.mkdir()
-    (build / rb.BENCH_LIBRARY).write_bytes(b"")
-    (build / rb.PLUGIN_LIBRARY).write_bytes(b"")
-    monkeypatch.setattr(rb, "BenchLibrary", StandInLibrary)
+    (build / BENCH_LIBRARY).write_bytes(b"")
+    (build / PLUGIN_LIBRARY).write_bytes(b"")
+    monkeypatch.setattr(cli, "BenchLibrary", StandInLibrary)
     out = tmp_path / "out"
-    code = rb.main(["--no-torch", "--build-dir", str(build), "--out", str(out), "--only", "mnist/b1/"])
+    code = cli.main(["--no-torch", "--build-dir", str(build), "--out", str(out), "--only", "mnist/b1/"])
     assert code == 1
     report = json.loads((out / "benchmark.json").read_text())
     failed = [c for c in report["cases"] if c["error"]]

@@ -1,4 +1,4 @@
-"""README.md's quick start, run as a new user runs it (issue 19): in a copy of the repository with no
+"""README.md's quick start, run as a new user runs it : in a copy of the repository with no
 ../shared beside it (no TensorRT headers, no MNIST digits), on ports other than the defaults given only
 through the environment variables every tool reads.
 
@@ -20,10 +20,9 @@ from pathlib import Path
 import pytest
 
 from trt_plugin_kit import mnist
-from trt_plugin_kit.interface import MNIST_DIR
+from trt_plugin_kit.interface import MNIST_DIR, REPO_ROOT
 from trt_plugin_kit.serving import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 ADMIN_KEY = "readme-test-key"
 
 

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving import ADMIN_HEADER, RESTRICTED_APIS
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 HOST_NETWORK_FILE = REPO_ROOT / "docker" / "compose.host-network.yml"
 DOCKER_DIR = REPO_ROOT / "docker"

@@ -38,10 +38,10 @@ from clients.errors import (
 )
 from clients.inputs import read_image
 from trt_plugin_kit import mnist, serving_preprocess
+from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.reference import l2_normalize
 from trt_plugin_kit.serving import ADMIN_HEADER
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"
 PROTOCOLS = ("grpc", "http")
 ACCURACY_LINE = re.compile(r"^accuracy: (\d\.\d{4})$")

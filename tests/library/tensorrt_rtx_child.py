@@ -1,7 +1,7 @@
-"""Child process of tests/test_tensorrt_rtx.py: one TensorRT-RTX session per process.
+"""Child process of tests/library/test_tensorrt_rtx.py: one TensorRT-RTX session per process.
 
-    python tests/tensorrt_rtx_child.py creators LIBRARY        # JSON: our creators as the registry sees them
-    python tests/tensorrt_rtx_child.py parse MODEL.onnx LIBRARY
+    python tests/library/tensorrt_rtx_child.py creators LIBRARY   # JSON: our creators in the registry
+    python tests/library/tensorrt_rtx_child.py parse MODEL.onnx LIBRARY
 
 ``parse`` prints every message of TensorRT-RTX's logger as ``LOG <SEVERITY> <message>`` (flushed at once:
 right after creating a custom plugin, TensorRT-RTX 1.7.1's parser aborts the process), then ``PARSED True``

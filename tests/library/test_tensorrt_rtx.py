@@ -36,14 +36,13 @@ from trt_plugin_kit.engines.consistency import onnx_io_specs
 from trt_plugin_kit.engines.errors import BuildFailure
 from trt_plugin_kit.engines.jobs import make_build_jobs
 from trt_plugin_kit.engines.precision import choose_recipe
-from trt_plugin_kit.interface import PLUGIN_DOMAIN, PLUGIN_NAMESPACE, PLUGIN_VERSION, PRECISIONS
+from trt_plugin_kit.interface import PLUGIN_DOMAIN, PLUGIN_NAMESPACE, PLUGIN_VERSION, PRECISIONS, REPO_ROOT
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 
 trt = pytest.importorskip(
     "tensorrt_rtx", reason="TensorRT-RTX is not installed: pip install -e '.[rtx]' (make test installs it)"
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 BUILD_DIR = Path(os.environ.get("BUILD_DIR", REPO_ROOT / "build"))
 if not BUILD_DIR.is_absolute():
     BUILD_DIR = REPO_ROOT / BUILD_DIR

@@ -40,7 +40,7 @@ from trt_plugin_kit.engines.plugin_config import (
 from trt_plugin_kit.engines.precision import choose_recipe, parse_trt_major
 from trt_plugin_kit.engines.progress import make_progress_monitor
 from trt_plugin_kit.engines.verify import compare_with_reference
-from trt_plugin_kit.interface import FLAVOURS, PLUGIN_LIBRARY_NAME, PRECISIONS
+from trt_plugin_kit.interface import FLAVOURS, PLUGIN_LIBRARY_NAME, PRECISIONS, REPO_ROOT
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.triton_config import (
     ModelConfigError,
@@ -50,7 +50,6 @@ from trt_plugin_kit.triton_config import (
     model_config_from_text,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "build_engines.py"
 
 MNIST_CONFIG = """

@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from trt_plugin_kit import export, mnist
+from trt_plugin_kit.interface import REPO_ROOT
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = REPO_ROOT / "samples" / "digits"
 WILD = sorted((SAMPLES / "wild").glob("*.png"))
 

@@ -18,9 +18,9 @@ import pytest
 import tritonclient.http
 
 from loadtests import report
+from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving import free_port
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 SMOKE_SECONDS = 20
 SMOKE_RUN_TIME = f"{SMOKE_SECONDS}s"
 # Every request type the default mix sends, over both protocols (default --batch-size 8, --l2norm-batch 4).

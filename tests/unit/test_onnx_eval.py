@@ -3,6 +3,8 @@ references) agrees with the native flavour run by ONNX Runtime; the FP16/INT8 va
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -10,8 +12,24 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from trt_plugin_kit import export, lenet, mnist, onnx_eval
+from trt_plugin_kit.interface import REPO_ROOT
 
 TOLERANCE = 1e-5
+MODELS_DOC = REPO_ROOT / "docs" / "models.md"
+
+
+def quoted_max_diff(row: str) -> float:
+    """The "max |diff| X" that docs/models.md's table of measurements quotes in the row `row`."""
+    line = next(line for line in MODELS_DOC.read_text().splitlines() if line.startswith(f"| {row}"))
+    return float(re.search(r"max \\\|diff\\\| ([\d.e-]+)", line)[1])
+
+
+def assert_quoted(row: str, measured: float) -> None:
+    """The doc's figure is the measurement to 2 significant digits (ONNX Runtime may round otherwise)."""
+    quoted = quoted_max_diff(row)
+    assert quoted / 2 <= measured <= quoted * 1.05, (
+        f"docs/models.md quotes {quoted:g} for {row!r}; measured {measured:.3g}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +54,7 @@ def test_mnist_plugin_graph_equals_native_graph_on_validation(validation, fp32_m
     native = ort_run(fp32_models[("mnist", "native")], {"image": images})[0]
     assert plugin.dtype == np.float32 and plugin.shape == (1000, 10)
     np.testing.assert_allclose(plugin, native, atol=TOLERANCE, rtol=0)
+    assert_quoted("mnist plugin (evaluator) vs native", float(np.abs(plugin - native).max()))
     np.testing.assert_array_equal(plugin.argmax(axis=1), native.argmax(axis=1))
     assert np.mean(plugin.argmax(axis=1) == labels) >= 0.98
 
@@ -66,6 +85,20 @@ def test_l2norm_plugin_graph_equals_native_graph(dim, fp32_models):
     np.testing.assert_allclose(plugin, native, atol=TOLERANCE, rtol=0)
     np.testing.assert_array_equal(plugin[0], 0.0)
     np.testing.assert_allclose(np.linalg.norm(plugin[1:].astype(np.float64), axis=1), 1.0, rtol=1e-5)
+    assert np.abs(plugin - native).max() <= quoted_max_diff("l2norm plugin vs native") * 1.05
+
+
+def test_l2norm_max_diff_is_the_quoted_one(fp32_models):
+    """docs/models.md's l2norm figure is the largest difference over the dims of the test above."""
+    worst = 0.0
+    for dim in (1, 3, 64, 1000, 4096):
+        rng = np.random.default_rng(dim)
+        vectors = (rng.normal(size=(6, dim)) * rng.uniform(1e-3, 1e3, size=(6, 1))).astype(np.float32)
+        vectors[0] = 0.0
+        plugin = onnx_eval.run(fp32_models[("l2norm", "plugin")], {"vector": vectors})["normalized"]
+        native = ort_run(fp32_models[("l2norm", "native")], {"vector": vectors})[0]
+        worst = max(worst, float(np.abs(plugin - native).max()))
+    assert_quoted("l2norm plugin vs native", worst)
 
 
 # ------------------------------------------------------------------------------------------ variants

@@ -400,18 +400,6 @@ def test_autoscaler_scales_on_the_adapters_queue_metric(rendered):
         assert hpa["spec"]["minReplicas"] >= 2  # the PodDisruptionBudget leaves one serving during a drain
 
 
-def test_adapter_queries_metrics_triton_exports(triton_server):
-    # The real server's /metrics (CPU variant, same Triton metric families as the TensorRT one).
-    import urllib.request  # noqa: PLC0415
-
-    exported = urllib.request.urlopen(triton_server.metrics_url, timeout=10).read().decode()
-    values = (KUBERNETES_DIR / "prometheus-adapter" / "values.yaml").read_text()
-    queried = set(re.findall(r"\b(nv_[a-z_]+)\{", values))
-    assert queried == {"nv_inference_queue_duration_us", "nv_inference_request_success"}
-    for name in queried:
-        assert re.search(rf"^{name}\{{", exported, flags=re.MULTILINE), f"Triton exports no {name}"
-
-
 def test_serving_runtime_preloads_the_plugin_library_from_the_model_storage(serving_runtime):
     pin = k8s.read_ngc_pin()
     (server,) = serving_runtime["spec"]["containers"]
@@ -426,27 +414,3 @@ def test_serving_runtime_preloads_the_plugin_library_from_the_model_storage(serv
     if pin.needs_http_guard:  # no guard in a KServe pod: the vulnerable HTTP JSON path stays off
         assert args["allow-http"] == "false" and serving_runtime["spec"]["protocolVersions"] == ["grpc-v2"]
         assert server["ports"] == [{"name": "h2c", "containerPort": k8s.KSERVE_GRPC_PORT, "protocol": "TCP"}]
-
-
-def test_queue_signal_counts_what_the_server_served(triton_server):
-    # loadtests.queue_signal computes the adapter's ratio from a real server's counters.
-    import numpy as np  # noqa: PLC0415
-    import tritonclient.grpc as grpcclient  # noqa: PLC0415
-
-    from loadtests.queue_signal import QUEUE_COUNTER, SUCCESS_COUNTER, queue_ratio, read_counters  # noqa: PLC0415
-    from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT  # noqa: PLC0415
-
-    before = read_counters(triton_server.metrics_url)
-    client = grpcclient.InferenceServerClient(triton_server.grpc_url)
-    vectors = np.ones((2, 16), dtype=np.float32)
-    request = grpcclient.InferInput(L2NORM_INPUT, list(vectors.shape), "FP32")
-    request.set_data_from_numpy(vectors)
-    for _ in range(5):
-        client.infer(L2NORM, [request])
-    client.close()
-    after = read_counters(triton_server.metrics_url)
-    assert after[SUCCESS_COUNTER][L2NORM] - before[SUCCESS_COUNTER].get(L2NORM, 0) == 5
-    assert after[QUEUE_COUNTER][L2NORM] >= before[QUEUE_COUNTER].get(L2NORM, 0)
-    ratio, per_model = queue_ratio(before, after)
-    assert set(per_model) == {L2NORM} and ratio == per_model[L2NORM] >= 0
-    assert queue_ratio(after, after) == (0.0, {})  # an idle window reads 0, as clamp_min makes it

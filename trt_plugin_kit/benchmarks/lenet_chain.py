@@ -1,8 +1,8 @@
-"""The plugin part of LeNet's forward as one CUDA graph per forward, against PyTorch (issue 16).
+"""The plugin part of LeNet's forward as one CUDA graph per forward, against PyTorch (serving-size round).
 
 pool1, pool2, fc1, PReLU and fc2 with the shapes of trt_plugin_kit/lenet.py; the convolution outputs (conv1's
 [N, 20, 24, 24] for pool1, conv2's [N, 50, 8, 8] for pool2) are the chain's inputs, since the convolutions are
-not plugins. The steps are the MNIST cases of run_benchmarks.py (same plugins, fields and shapes), joined by
+not plugins. The steps are the MNIST cases of :mod:`.cases` (same plugins, fields and shapes), joined by
 their sources. libplugin_bench.so's ``tpk_bench_chain`` captures one forward per graph (every plugin through
 TensorRT's call sequence, FC tactics timed in a graph first) and times its replays as the cases are timed; it
 also times a graph of as many empty-kernel nodes: the device's launch-latency floor for that graph. PyTorch's
@@ -22,7 +22,7 @@ CHAIN_TARGET = "LeNet plugin chain at least as fast as PyTorch's (one CUDA graph
 
 @dataclass
 class ChainStep:
-    case: object  # run_benchmarks.Case: plugin, fields, shapes, PyTorch op
+    case: object  # cases.Case: plugin, fields, shapes, PyTorch op
     sources: tuple[str, ...]  # per input: "in" (a chain input) or "k.o" (output o of step k)
 
 

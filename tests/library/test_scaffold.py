@@ -1,0 +1,207 @@
+"""The plugin scaffold end to end, in a temporary copy of the repository:
+`python -m trt_plugin_kit new-plugin` writes plugins/<name>/ and nothing else; the library builds with it
+(one CUDA architecture, TensorRT 11.1 headers), the harness's CPU checks pass on it, the ONNX node helper
+exports a one-node model that the NumPy
+evaluator runs against the reference; the generated files pass ruff and clang-format as they are.
+
+The commands are docs/writing-a-plugin.md's blocks marked ``<!-- runnable-here -->``, run in order, so
+that the tutorial's commands are the tested ones.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trt_plugin_kit import plugin_spec, scaffold
+from trt_plugin_kit.interface import REPO_ROOT, SHARED_DIR
+
+TUTORIAL = REPO_ROOT / "docs" / "writing-a-plugin.md"
+RUNNABLE = re.compile(r"<!-- runnable-here -->\s*```bash\n(.*?)```", re.S)
+HEADERS = SHARED_DIR / "vendor" / "tensorrt" / "11.1" / "include"
+# A second variant, scaffolded beside the tutorial's: several inputs and outputs, an array field, reducing.
+VARIANT = ["pair_reduce", "--inputs", "2", "--outputs", "2", "--array-field", "coefficients", "--reduce"]
+
+
+def tutorial_blocks() -> list[str]:
+    return RUNNABLE.findall(TUTORIAL.read_text())
+
+
+def _run(command, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, **kwargs)
+    assert result.returncode == 0, f"{command} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    """The repository's files (tracked and new, not ignored) in a fresh git repository, with this venv."""
+    if shutil.which("nvcc") is None or not HEADERS.is_dir():
+        pytest.skip("needs nvcc and ../shared/vendor/tensorrt/11.1 (the CI machine has both)")
+    root = tmp_path_factory.mktemp("repo")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO_ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    for name in filter(None, files):
+        source = REPO_ROOT / os.fsdecode(name)
+        if source.is_file():
+            (root / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, root / os.fsdecode(name))  # keeps mtimes: make sees the venv as current
+    (root / ".venv").symlink_to(REPO_ROOT / ".venv")
+    stamp = REPO_ROOT / ".venv" / ".installed"
+    if stamp.exists():  # make must never reinstall this venv from the copy (it would point it there)
+        older = stamp.stat().st_mtime - 1
+        os.utime(root / "pyproject.toml", (older, older))
+    if not (root.parent / "shared").exists():  # make's default header path is ../shared/vendor/tensorrt
+        (root.parent / "shared").symlink_to(SHARED_DIR)
+    for command in (["git", "init", "-q"], ["git", "add", "-A"], ["git", "commit", "-qm", "base"]):
+        _run(
+            command,
+            root,
+            env={
+                **os.environ,
+                "GIT_AUTHOR_NAME": "t",
+                "GIT_AUTHOR_EMAIL": "t@t",
+                "GIT_COMMITTER_NAME": "t",
+                "GIT_COMMITTER_EMAIL": "t@t",
+            },
+        )
+    (root / ".git" / "info" / "exclude").write_text(".venv\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def tutorial_run(copy: Path) -> list[str]:
+    """Scaffolds the variant, then runs the tutorial's runnable blocks in order; returns their outputs."""
+    _run([sys.executable, "-m", "trt_plugin_kit", "new-plugin", *VARIANT], copy)
+    outputs = []
+    for block in tutorial_blocks():
+        result = _run(["bash", "-euo", "pipefail", "-c", block], copy, timeout=3000)
+        outputs.append(result.stdout)
+    return outputs
+
+
+def test_tutorial_has_runnable_blocks():
+    blocks = tutorial_blocks()
+    assert any("new-plugin scaled_poly" in b for b in blocks)
+    assert any("plugin_harness" in b for b in blocks)
+
+
+def test_scaffold_changes_only_its_folders(copy: Path, tutorial_run):
+    status = _run(["git", "status", "--porcelain", "--untracked-files=all"], copy).stdout.splitlines()
+    changed = sorted(line[3:] for line in status)
+    assert changed, "the scaffold wrote nothing"
+    outside = [p for p in changed if not p.startswith(("plugins/scaled_poly/", "plugins/pair_reduce/"))]
+    assert outside == [], (
+        f"the scaffold or the tutorial's commands changed files outside the plugin folders: {outside}"
+    )
+    assert (
+        "plugins/scaled_poly/harness/cases.cpp" in changed and "plugins/pair_reduce/reference.py" in changed
+    )
+
+
+def test_generated_code_is_lint_clean(copy: Path, tutorial_run):
+    folders = ["plugins/scaled_poly", "plugins/pair_reduce"]
+    _run([sys.executable, "-m", "ruff", "check", *folders], copy)
+    _run([sys.executable, "-m", "ruff", "format", "--check", *folders], copy)
+    sources = [
+        str(p.relative_to(copy))
+        for f in folders
+        for p in (copy / f).rglob("*")
+        if p.suffix in (".h", ".cpp", ".cu")
+    ]
+    _run(["clang-format", "--dry-run", "--Werror", *sources], copy)
+
+
+def test_harness_cpu_checks_cover_the_new_plugins(tutorial_run):
+    harness = next(out for out in tutorial_run if "harness:" in out)
+    assert re.search(r"harness: \d+ passed, 0 failed", harness)
+    for plugin in ("ScaledPoly", "PairReduce"):
+        assert f"getFieldNames {plugin} matches its spec" in harness
+        assert f"{plugin} rejects NaN scale" in harness
+    # ScaledPoly (one input, same shape) accepts every shape; PairReduce refuses mismatched inputs and rank 0.
+    assert "PairReduce reports inputs of different shapes" in harness
+    assert "PairReduce reports rank 0 input" in harness
+
+
+def test_one_node_model_matches_reference(copy: Path, tutorial_run):
+    """The variant through the node helper and the evaluator, in the copy (whose plugins/ has it)."""
+    code = """
+import numpy as np, onnx
+from onnx import TensorProto, helper
+from trt_plugin_kit import onnx_eval, plugin_nodes, reference
+node = plugin_nodes.make_node(
+    "PairReduce", ["a", "b"], ["y0", "y1"], "pr", scale=0.5, coefficients=[1.0, -2.0, 0.5]
+)
+tensor = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+graph = helper.make_graph([node], "g", [tensor("a", [3, 4, 5]), tensor("b", [3, 4, 5])],
+                          [tensor("y0", [3, 4, 1]), tensor("y1", [3, 4, 1])])
+opsets = [helper.make_opsetid("", 19), helper.make_opsetid("trt_plugin_kit", 1)]
+model = helper.make_model(graph, opset_imports=opsets)
+onnx.checker.check_model(model)
+rng = np.random.default_rng(0)
+a, b = (rng.uniform(-2, 2, (3, 4, 5)).astype(np.float32) for _ in range(2))
+out = onnx_eval.run(model, {"a": a, "b": b})
+t = a.astype(np.float64) + b
+f = (0.5 * (1.0 - 2.0 * t + 0.5 * t * t)).sum(axis=-1, keepdims=True)
+np.testing.assert_allclose(out["y0"], f, rtol=1e-5, atol=1e-5)
+np.testing.assert_allclose(out["y1"], 2 * f, rtol=1e-5, atol=1e-5)
+y0, y1 = reference.REFERENCES["PairReduce"](a, b, scale=0.5, coefficients=[1.0, -2.0, 0.5])
+assert np.array_equal(y0, out["y0"]) and np.array_equal(y1, out["y1"])
+for bad, word in (({"scale": "x"}, "scale"), ({"coefficients": [1.0, float("nan")]}, "coefficients"),
+                  ({"offset": 1.0}, "offset")):
+    try:
+        plugin_nodes.make_node("PairReduce", ["a", "b"], ["y0", "y1"], "pr", **bad)
+    except plugin_nodes.NodeError as error:
+        assert word in str(error), error
+    else:
+        raise AssertionError(f"{bad} accepted")
+print("ok")
+"""
+    assert _run([sys.executable, "-c", code], copy).stdout.strip().endswith("ok")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["leaky_relu"], "already exists"),
+        (["my_relu", "--creator", "LeakyRelu"], "collides with the plugin LeakyReLU"),
+        (["gelu_like", "--creator", "Gelu"], "imports with its own importer"),
+        (["lp", "--creator", "LPNORMALIZATION"], "LpNormalization"),
+        (["Bad-Name"], "lowercase identifier"),
+        (["ok_name", "--creator", "lower"], "capital"),
+        (["ok_name", "--inputs", "5"], "1 to 4"),
+        (["ok_name", "--array-field", "scale"], "different names"),
+    ],
+)
+def test_scaffold_refuses_bad_names(args, message, capsys, tmp_path):
+    assert scaffold.main(args) == 2
+    assert message in capsys.readouterr().err
+    assert not (REPO_ROOT / "plugins" / args[0]).exists() or args[0] == "leaky_relu"
+
+
+def test_rendered_variants_load_as_specs(tmp_path):
+    """Every option combination renders a spec that plugin_spec accepts, with the formula in the README."""
+    for inputs, outputs, array, reduce in [
+        (1, 1, None, False),
+        (3, 2, "c", True),
+        (4, 4, "coefficients", False),
+    ]:
+        options = scaffold.Options(
+            f"v{inputs}{outputs}", f"V{inputs}{outputs}", inputs, outputs, "scale", array, reduce
+        )
+        files = scaffold.render(options, "v")
+        folder = tmp_path / options.name
+        for relative, text in files.items():
+            (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+            (folder / relative).write_text(text)
+        spec = plugin_spec.load(folder)
+        assert (len(spec.inputs), len(spec.outputs)) == (inputs, outputs)
+        assert spec.field_names == (("scale", array) if array else ("scale",))
+        assert options.formula in files["README.md"]

@@ -1,0 +1,351 @@
+"""The benchmark's cases: every plugin at the roofline shapes, the MNIST serving sizes, the LeNet chains.
+
+A :class:`Case` is one plugin at one shape and dtype with its PyTorch peers and its targets (roofline and
+serving-size);
+nothing here needs a GPU or PyTorch, so ``--dry-run`` and the tests build the full list anywhere.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from trt_plugin_kit.benchmarks import lenet_chain
+
+MIN_REPETITIONS = 100  # roofline round: at least 100 repetitions per measurement
+MNIST_GRAPH_BATCH = 100  # enqueues per CUDA graph for the serving sizes
+MNIST_BATCHES = (1, 64, 1024)
+LARGE_NCHW = (256, 64, 112, 112)  # 205.5 M elements: 822 MB FP32, 411 MB FP16, 206 MB INT8
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
+# LeNet (trt_plugin_kit/lenet.py): conv1's output (pool1's input), conv2's output (pool2's input), fc1, fc2.
+LENET_CONV1 = (20, 24, 24)
+LENET_CONV2 = (50, 8, 8)
+LENET_FC1 = 500
+LENET_FC2 = 10
+# Serving sizes: every plugin-vs-peer comparison at >= 1.0x, medians of one run, with a 3% noise allowance.
+PEER_RATIO = 0.97
+PEER_TARGET = "plugin >= 1.0x its PyTorch peer (noise allowance 0.97x)"
+GIB = 1 << 30
+FAMILY_ORDER = ("L2Normalize", "PReLU", "LeakyReLU", "Pool", "FullyConnected", "ConcatCopy")
+
+
+@dataclass(frozen=True)
+class Target:
+    """One roofline target, on one case: ``metric op threshold``."""
+
+    name: str
+    metric: str  # pct_copy | speed_ratio | speedup_vs | median_us
+    op: str  # ">=" or "<="
+    threshold: float
+    peer: str | None = None  # speed_ratio: the peer's name
+    versus: str | None = None  # speedup_vs: the id of our case compared with
+
+
+@dataclass
+class Case:
+    id: str
+    family: str
+    plugin: str
+    dtype: str
+    inputs: list[tuple[int, ...]]
+    outputs: list[tuple[int, ...]]  # expected; checked against the plugin's getOutputShapes
+    fields: str  # field spec for libplugin_bench.so (name=kind:payload;...)
+    group: str  # "large" or "mnist"
+    graph_batch: int  # 0: one event pair per enqueue; N: CUDA graphs of N enqueues
+    torch_op: dict  # how to build the PyTorch peers (see torch_peers)
+    peers: list[str] = field(default_factory=list)  # PyTorch peers' names
+    versus: list[str] = field(default_factory=list)  # our own cases to compare with (INT8 pool)
+    targets: list[Target] = field(default_factory=list)
+    batch: int | None = None
+    flops: int = 0
+    extra_bytes: int = 0  # bytes read besides the inputs (FC weights and bias)
+    note: str = ""
+
+    @property
+    def input_bytes(self) -> int:
+        return sum(math.prod(s) for s in self.inputs) * DTYPE_BYTES[self.dtype]
+
+    @property
+    def output_bytes(self) -> int:
+        return sum(math.prod(s) for s in self.outputs) * DTYPE_BYTES[self.dtype]
+
+    @property
+    def bytes_moved(self) -> int:
+        return self.input_bytes + self.output_bytes + self.extra_bytes
+
+    @property
+    def io_spec(self) -> str:
+        return ";".join(f"{self.dtype}:" + ",".join(str(d) for d in s) for s in self.inputs)
+
+    @property
+    def mode(self) -> str:
+        return f"graph x{self.graph_batch}" if self.graph_batch else "eager"
+
+
+def shape_text(shape: tuple[int, ...]) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+def pool_out(shape: tuple[int, ...]) -> tuple[int, ...]:
+    n, c, h, w = shape
+    return (n, c, (h - 2) // 2 + 1, (w - 2) // 2 + 1)
+
+
+def l2_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
+    prefix = f"mnist/b{batch}/l2normalize" if group == "mnist" else "l2normalize"
+    return Case(
+        id=f"{prefix}/{dtype}/{shape_text(shape)}",
+        family="L2Normalize",
+        plugin="L2Normalize",
+        dtype=dtype,
+        inputs=[shape],
+        outputs=[shape],
+        fields="axis=i:-1;eps=f:1e-12",
+        group=group,
+        graph_batch=graph_batch,
+        torch_op={"op": "normalize"},
+        peers=["F.normalize"],
+        targets=[target] if target else [],
+        batch=batch,
+        note=note,
+    )
+
+
+def prelu_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
+    prefix = f"mnist/b{batch}/prelu" if group == "mnist" else "prelu"
+    channels = shape[1]
+    return Case(
+        id=f"{prefix}/{dtype}/{shape_text(shape)}",
+        family="PReLU",
+        plugin="PReLU",
+        dtype=dtype,
+        inputs=[shape],
+        outputs=[shape],
+        fields=f"slopes=rand:{channels},3,0.05,0.3",
+        group=group,
+        graph_batch=graph_batch,
+        torch_op={"op": "prelu", "channels": channels},
+        peers=["F.prelu"],
+        targets=[target] if target else [],
+        batch=batch,
+        note=note,
+    )
+
+
+def leaky_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
+    prefix = f"mnist/b{batch}/leaky_relu" if group == "mnist" else "leaky_relu"
+    return Case(
+        id=f"{prefix}/{dtype}/{shape_text(shape)}",
+        family="LeakyReLU",
+        plugin="LeakyReLU",
+        dtype=dtype,
+        inputs=[shape],
+        outputs=[shape],
+        fields="negative_slope=f:0.01",
+        group=group,
+        graph_batch=graph_batch,
+        torch_op={"op": "leaky_relu", "slope": 0.01},
+        peers=["F.leaky_relu"],
+        targets=[target] if target else [],
+        batch=batch,
+        note=note,
+    )
+
+
+def pool_case(dtype, mode, shape, group, name="pool", batch=None, graph_batch=0, note="") -> Case:
+    prefix = f"mnist/b{batch}/{name}" if group == "mnist" else "pool"
+    fields = f"mode=s:{mode};kernel=i:2,2;stride=i:2,2;padding=i:0,0;count_include_pad=i:0"
+    if dtype == "int8":
+        fields += ";input_scale=f:0.05;output_scale=f:0.05"
+    peer = "F.max_pool2d" if mode == "max" else "F.avg_pool2d"
+    return Case(
+        id=f"{prefix}/{mode}/{dtype}/{shape_text(shape)}",
+        family="Pool",
+        plugin="Pool",
+        dtype=dtype,
+        inputs=[shape],
+        outputs=[pool_out(shape)],
+        fields=fields,
+        group=group,
+        graph_batch=graph_batch,
+        torch_op={"op": f"{mode}_pool2d"},
+        peers=[] if dtype == "int8" else [peer],  # PyTorch has no INT8 pooling on CUDA
+        batch=batch,
+        note=note,
+    )
+
+
+def fc_case(dtype, shape, outputs, group, name="fc", batch=None, graph_batch=0) -> Case:
+    prefix = f"mnist/b{batch}/{name}" if group == "mnist" else "fc"
+    n, k = shape[0], math.prod(shape[1:])
+    return Case(
+        id=f"{prefix}/{dtype}/{shape_text(shape)}->{outputs}",
+        family="FullyConnected",
+        plugin="FullyConnected",
+        dtype=dtype,
+        inputs=[shape],
+        outputs=[(n, outputs)],
+        fields=(
+            f"weights=rand:{outputs * k},7,-0.05,0.05;bias=rand:{outputs},11,-0.5,0.5;num_outputs=i:{outputs}"
+        ),
+        group=group,
+        graph_batch=graph_batch,
+        torch_op={"op": "linear", "k": k, "m": outputs},
+        peers=["F.linear", "torch.matmul"],
+        batch=batch,
+        flops=2 * n * k * outputs,
+        extra_bytes=(outputs * k + outputs) * DTYPE_BYTES[dtype],
+        note="F.linear with bias is the peer; torch.matmul (cuBLAS GEMM, no bias) is the GEMM throughput",
+    )
+
+
+def concat_case(dtype, rows, cols, group, batch=None, graph_batch=0, note="") -> Case:
+    prefix = f"mnist/b{batch}/concat_copy" if group == "mnist" else "concat_copy"
+    shape = (rows, cols)
+    return Case(
+        id=f"{prefix}/{dtype}/2x{shape_text(shape)}",
+        family="ConcatCopy",
+        plugin="ConcatCopy",
+        dtype=dtype,
+        inputs=[shape, shape],
+        outputs=[(2 * rows, cols), shape],
+        fields="",
+        group=group,
+        graph_batch=graph_batch,
+        torch_op={"op": "concat_copy"},
+        peers=["torch.cat+clone"],
+        batch=batch,
+        note=note or "bytes moved: both inputs read once, both outputs written (what a fused kernel moves)",
+    )
+
+
+def build_cases() -> list[Case]:
+    """Every case of the full run, targets first: large memory-bound shapes, FC, then the MNIST sizes."""
+    cases: list[Case] = []
+    for dtype in ("fp32", "fp16"):
+        for shape in ((65536, 1024), (524288, 128), (16384, 4096)):
+            t = Target("L2Normalize >= 85% of copy bandwidth", "pct_copy", ">=", 85.0)
+            cases.append(l2_case(dtype, shape, "large", t))
+    for dtype in ("fp32", "fp16"):
+        t = Target("PReLU >= 90% of copy bandwidth", "pct_copy", ">=", 90.0)
+        cases.append(prelu_case(dtype, LARGE_NCHW, "large", t))
+    for dtype in ("fp32", "fp16"):
+        t = Target("LeakyReLU >= 95% of copy bandwidth", "pct_copy", ">=", 95.0)
+        cases.append(leaky_case(dtype, LARGE_NCHW, "large", t))
+    for mode in ("max", "average"):
+        float_ids = {}
+        for dtype in ("fp32", "fp16"):
+            c = pool_case(dtype, mode, LARGE_NCHW, "large")
+            c.targets.append(Target(f"Pool {mode} >= 80% of copy bandwidth", "pct_copy", ">=", 80.0))
+            float_ids[dtype] = c.id
+            cases.append(c)
+        c = pool_case("int8", mode, LARGE_NCHW, "large")
+        c.versus = [float_ids["fp32"], float_ids["fp16"]]
+        c.targets.append(Target(f"INT8 Pool {mode} >= 70% of copy bandwidth", "pct_copy", ">=", 70.0))
+        c.targets.append(
+            Target(
+                f"INT8 Pool {mode} >= 3x faster than our FP32 Pool",
+                "speedup_vs",
+                ">=",
+                3.0,
+                versus=float_ids["fp32"],
+            )
+        )
+        cases.append(c)
+    for dtype in ("fp32", "fp16"):
+        c = fc_case(dtype, (4096, 800), 500, "large")
+        c.targets.append(
+            Target("FullyConnected >= 0.95x F.linear with bias", "speed_ratio", ">=", 0.95, peer="F.linear")
+        )
+        cases.append(c)
+    for dtype in ("fp32", "fp16"):
+        cases.append(concat_case(dtype, 32768, 1024, "large"))
+
+    extra = "not a LeNet layer: the plugin at a serving size, for the per-enqueue latency"
+    for batch in MNIST_BATCHES:
+        g = MNIST_GRAPH_BATCH
+        group: list[Case] = []
+        for dtype in ("fp32", "fp16", "int8"):
+            lenet = lenet_cases(dtype, batch)
+            pool1, pool2 = lenet["pool1"], lenet["pool2"]
+            group += [pool1, pool2]
+            if dtype == "int8":
+                for c in (pool1, pool2):
+                    c.versus = [c.id.replace("/int8/", "/fp32/"), c.id.replace("/int8/", "/fp16/")]
+                continue
+            group += [lenet["fc1"], lenet["fc2"], lenet["prelu"]]
+            group.append(
+                leaky_case(dtype, (batch, LENET_FC1), "mnist", batch=batch, graph_batch=g, note=extra)
+            )
+            l2_note = "the l2norm serving model's widest vector (4096); " + extra
+            group.append(l2_case(dtype, (batch, 4096), "mnist", batch=batch, graph_batch=g, note=l2_note))
+            group.append(concat_case(dtype, batch, 500, "mnist", batch=batch, graph_batch=g, note=extra))
+        if batch == 1:
+            for c in group:
+                c.targets.append(
+                    Target("MNIST batch 1: <= 5 us per enqueue (CUDA graph)", "median_us", "<=", 5.0)
+                )
+        cases += group
+    for c in cases:
+        c.targets += [Target(PEER_TARGET, "speed_ratio", ">=", PEER_RATIO, peer=peer) for peer in c.peers]
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    return cases
+
+
+def lenet_cases(dtype: str, batch: int) -> dict[str, Case]:
+    """LeNet's plugin layers at one batch size (INT8: pools only), timed as CUDA graphs of 100 enqueues."""
+    g = MNIST_GRAPH_BATCH
+    cases = {
+        "pool1": pool_case(dtype, "max", (batch, *LENET_CONV1), "mnist", "pool1", batch, g),
+        "pool2": pool_case(dtype, "max", (batch, *LENET_CONV2), "mnist", "pool2", batch, g),
+    }
+    if dtype != "int8":
+        fc1_input = (batch, *pool_out((1, *LENET_CONV2))[1:])
+        cases["fc1"] = fc_case(dtype, fc1_input, LENET_FC1, "mnist", "fc1", batch, g)
+        cases["fc2"] = fc_case(dtype, (batch, LENET_FC1), LENET_FC2, "mnist", "fc2", batch, g)
+        cases["prelu"] = prelu_case(dtype, (batch, LENET_FC1), "mnist", batch=batch, graph_batch=g)
+    return cases
+
+
+def build_chains() -> list[lenet_chain.Chain]:
+    """The plugin part of LeNet's forward at every MNIST batch size, FP32 and FP16 (serving-size round)."""
+    chains = []
+    for batch in MNIST_BATCHES:
+        for dtype in ("fp32", "fp16"):
+            c = lenet_cases(dtype, batch)
+            chains.append(
+                lenet_chain.make_chain(dtype, batch, c["pool1"], c["pool2"], c["fc1"], c["prelu"], c["fc2"])
+            )
+    return chains
+
+
+QUICK_IDS = (
+    "l2normalize/fp32/65536x1024",
+    "prelu/fp16/256x64x112x112",
+    "pool/max/fp32/256x64x112x112",
+    "pool/max/int8/256x64x112x112",
+    "fc/fp32/4096x800->500",
+    "mnist/b1/pool1/max/fp32/1x20x24x24",
+    "mnist/b1/fc1/fp32/1x50x4x4->500",
+    "mnist/b1/prelu/fp32/1x500",
+    "lenet_chain/b1/fp32",
+)
+
+
+def select_chains(chains: list[lenet_chain.Chain], quick: bool, only: list[str]) -> list[lenet_chain.Chain]:
+    return [
+        c for c in chains if (not quick or c.id in QUICK_IDS) and (not only or any(o in c.id for o in only))
+    ]
+
+
+def select_cases(cases: list[Case], quick: bool, only: list[str]) -> list[Case]:
+    """--quick and --only filters; the cases an INT8 pool is compared with come along."""
+    by_id = {c.id: c for c in cases}
+    chosen = [
+        c for c in cases if (not quick or c.id in QUICK_IDS) and (not only or any(o in c.id for o in only))
+    ]
+    wanted = {c.id for c in chosen}
+    for c in chosen:
+        wanted.update(v for v in c.versus if v in by_id)
+    return [c for c in cases if c.id in wanted]

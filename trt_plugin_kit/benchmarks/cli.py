@@ -1,0 +1,435 @@
+"""``python3 -m trt_plugin_kit.benchmarks``: arguments, the dry run, the measurement loop, exit status."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from trt_plugin_kit.benchmarks import lenet_chain
+from trt_plugin_kit.benchmarks.cases import (
+    DTYPE_BYTES,
+    GIB,
+    MIN_REPETITIONS,
+    QUICK_IDS,
+    build_cases,
+    build_chains,
+    select_cases,
+    select_chains,
+)
+from trt_plugin_kit.benchmarks.library import (
+    BENCH_LIBRARY,
+    DEFAULT_BUILD_DIR,
+    PLUGIN_LIBRARY,
+    BenchError,
+    BenchLibrary,
+    check_outputs,
+    find_libraries,
+)
+from trt_plugin_kit.benchmarks.peers import TorchRunner, import_torch, time_peer
+from trt_plugin_kit.benchmarks.report import METHOD, fmt, metric_text, write_reports
+from trt_plugin_kit.benchmarks.targets import attach_comparisons, derive, evaluate_targets
+from trt_plugin_kit.interface import PLUGINS_DIR, REPO_ROOT
+
+PROG = "python3 -m trt_plugin_kit.benchmarks"
+DEFAULT_OUT = PLUGINS_DIR / "benchmarks" / "results"
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog=PROG,
+        description="Benchmark every trt_plugin_kit plugin's enqueue against the copy bandwidth and PyTorch.",
+        epilog=f"example: {PROG} --build-dir build/bench --out plugins/benchmarks/results",
+    )
+    p.add_argument(
+        "--build-dir",
+        help=f"CMake build dir with {BENCH_LIBRARY} and {PLUGIN_LIBRARY} "
+        f"(default {DEFAULT_BUILD_DIR.relative_to(REPO_ROOT)})",
+    )
+    p.add_argument("--bench-lib", help=f"path of {BENCH_LIBRARY} (overrides --build-dir)")
+    p.add_argument("--plugin-lib", help=f"path of {PLUGIN_LIBRARY} (overrides --build-dir)")
+    p.add_argument(
+        "--out",
+        default=str(DEFAULT_OUT),
+        help="directory for benchmark.json, benchmark.md, benchmark.png",
+    )
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="no GPU, no PyTorch: list the cases and check the arguments (with --build-dir, also run "
+        "each case's build-phase calls against the plugin library)",
+    )
+    p.add_argument(
+        "--quick", action="store_true", help=f"smoke test: the {len(QUICK_IDS)} cases and chains of QUICK_IDS"
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="keep the cases and chains whose id contains TEXT (repeatable; comma-separated also works)",
+    )
+    p.add_argument(
+        "--repetitions",
+        type=int,
+        default=200,
+        help=f"timed repetitions per measurement (>= {MIN_REPETITIONS}; time-boxed by --max-seconds)",
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=2.0,
+        help="time box of one measurement's repetitions (never fewer than 100)",
+    )
+    p.add_argument(
+        "--time-budget",
+        type=float,
+        default=270.0,
+        help="seconds for all cases; the cases left when it is spent are reported as skipped",
+    )
+    p.add_argument(
+        "--spin-us",
+        type=float,
+        default=50.0,
+        help="GPU wait before each timed call so the host has queued it (0: none)",
+    )
+    p.add_argument("--max-sets", type=int, default=65536, help="cap on the number of rotating input sets")
+    p.add_argument("--copy-gib", type=float, default=1.0, help="size of the device-to-device copy (GiB)")
+    p.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers and GEMM (plugins only)")
+    p.add_argument("--no-chart", action="store_true", help="do not write benchmark.png")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = p.parse_args(argv)
+    args.command = f"{PROG} {shlex.join(argv)}".rstrip()  # recorded in benchmark.json and .md
+    args.only = [o.strip() for item in args.only for o in item.split(",") if o.strip()]
+    if args.repetitions < MIN_REPETITIONS:
+        p.error(f"--repetitions must be >= {MIN_REPETITIONS} (roofline round), got {args.repetitions}")
+    if args.max_seconds <= 0 or args.time_budget <= 0:
+        p.error("--max-seconds and --time-budget must be > 0")
+    if args.spin_us < 0 or args.spin_us > 10000:
+        p.error("--spin-us must be in [0, 10000]")
+    if args.max_sets < 2:
+        p.error("--max-sets must be >= 2")
+    if not 0.01 <= args.copy_gib <= 16:
+        p.error("--copy-gib must be in [0.01, 16]")
+    args.cases = select_cases(build_cases(), args.quick, args.only)
+    args.chains = select_chains(build_chains(), args.quick, args.only)
+    if not args.cases and not args.chains:
+        p.error(f"no case matches --only {args.only}" + (" within --quick" if args.quick else ""))
+    if args.dry_run and (args.build_dir or args.bench_lib or args.plugin_lib):
+        for path in find_libraries(args):
+            if not path.is_file():
+                p.error(f"{path} does not exist (build it with cmake, see plugins/benchmarks/README.md)")
+    return args
+
+
+def dry_run(args) -> int:
+    cases = args.cases
+    n_targets = sum(len(c.targets) for c in cases) + len(args.chains)
+    print(f"{len(cases)} cases, {len(args.chains)} chains ({n_targets} targets); no GPU, no PyTorch")
+    print(f"{'case':52} {'mode':11} {'in MiB':>9} {'moved MiB':>10}  peers / targets")
+    for c in cases:
+        extras = ", ".join(c.peers + [f"vs {v}" for v in c.versus])
+        targets = "; ".join(f"{t.metric} {t.op} {t.threshold:g}" for t in c.targets)
+        print(
+            f"{c.id:52} {c.mode:11} {c.input_bytes / 2**20:9.2f} {c.bytes_moved / 2**20:10.2f}  "
+            f"{extras}{' | ' + targets if targets else ''}"
+        )
+    problems = []
+    for chain in args.chains:
+        steps = " -> ".join(s.case.id.split("/")[2] for s in chain.steps)
+        mib = lenet_chain.input_bytes(chain, DTYPE_BYTES) / 2**20
+        print(f"{chain.id:52} {'graph x1':11} {mib:9.2f} {'':10}  {steps} vs {lenet_chain.TORCH_PEER}")
+        problems += chain.check()
+    for problem in problems:
+        print(f"FAIL {problem}")
+    if problems:
+        return 1
+    if not (args.build_dir or args.bench_lib or args.plugin_lib):
+        print("plugin-side validation skipped (pass --build-dir to run each case's build-phase calls)")
+        return 0
+    bench, plugin = find_libraries(args)
+    try:
+        lib = BenchLibrary(bench, plugin)
+    except (OSError, BenchError) as error:
+        print(f"FAIL loading {bench} / {plugin}: {error}")
+        return 1
+    print(f"loaded {plugin}: {lib.loaded}")
+    failures = 0
+    for c in cases:
+        try:
+            spec, info = lib.plan(c)
+            check_outputs(c, spec)
+            if info["input_bytes"] != c.input_bytes or info["output_bytes"] != c.output_bytes:
+                raise BenchError(f"{c.id}: plugin sizes {info} differ from the case's")
+        except BenchError as error:
+            failures += 1
+            print(f"FAIL {c.id}: {error}")
+    print(
+        f"build-phase calls (createPlugin, getOutputShapes, supportsFormatCombination, configurePlugin, "
+        f"serialize round trip) of {len(cases) - failures}/{len(cases)} cases ok"
+    )
+    return 1 if failures else 0
+
+
+def device_meta(lib: BenchLibrary, torch, command: str) -> dict:
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "python": platform.python_version(),
+        "host": platform.node(),
+        "method": METHOD,
+    }
+    meta["device"] = lib.device()
+    rt = meta["device"].get("cuda_runtime", 0)
+    meta["cuda_runtime"] = f"{rt // 1000}.{rt % 1000 // 10}"
+    try:
+        smi = (
+            subprocess.run(
+                [
+                    "nvidia-smi",
+                    "--query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem",
+                    "--format=csv,noheader",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()[0]
+        )
+        name, driver, sm_clock, mem_clock = (s.strip() for s in smi.split(","))
+        meta.update(driver_version=driver, max_sm_clock=sm_clock, max_memory_clock=mem_clock)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError) as error:
+        meta["driver_version"] = f"unknown ({error})"
+    # A copy of the tree without its .git (the device machine's) would report an enclosing repository's
+    # commit: TPK_BENCH_COMMIT names the source commit then.
+    meta["git_commit"] = os.environ.get("TPK_BENCH_COMMIT") or None
+    try:
+        top, head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--show-toplevel", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.split()
+        if meta["git_commit"] is None and Path(top).resolve() == REPO_ROOT:
+            meta["git_commit"] = head
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
+    if torch is not None:
+        meta["torch_version"] = torch.__version__
+        meta["torch_cuda"] = torch.version.cuda
+        meta["cudnn"] = torch.backends.cudnn.version()
+        meta["tf32"] = {"plugin FullyConnected": "CUBLAS_COMPUTE_32F (no TF32)"}
+        for name, flags in (("matmul", torch.backends.cuda.matmul), ("cudnn", torch.backends.cudnn)):
+            try:
+                meta["tf32"][f"torch {name}.allow_tf32"] = bool(flags.allow_tf32)
+            except RuntimeError as error:
+                meta["tf32"][f"torch {name}.allow_tf32"] = f"unreadable: {error}"[:200]
+    return meta
+
+
+def measure(args) -> int:
+    started = time.monotonic()
+    bench, plugin = find_libraries(args)
+    for path in (bench, plugin):
+        if not path.is_file():
+            print(f"error: {path} does not exist (build it first, see plugins/benchmarks/README.md)")
+            return 2
+    try:
+        lib = BenchLibrary(bench, plugin)
+    except (OSError, BenchError) as error:
+        print(f"error: loading {bench} and {plugin} failed: {error}")
+        return 2
+    print(f"loaded {plugin}: {lib.loaded}")
+    # PyTorch only after our libraries: torch's wheel ships its own libcudart.so.13; loaded first, it made the
+    # plugin library bind to that copy and crash in its first runtime call (seen on the H100 with torch
+    # 2.11+cu130). Loaded second, torch reuses the CUDA runtime already in the process.
+    torch, torch_missing = import_torch(args)
+    if torch_missing:
+        print(f"note: PyTorch peers and GEMM skipped ({torch_missing})")
+    try:
+        meta = device_meta(lib, torch, args.command)
+    except BenchError as error:
+        print(f"error: no usable CUDA device: {error}")
+        return 2
+    meta["torch_missing"] = torch_missing
+    meta["options"] = {
+        k: getattr(args, k)
+        for k in ("repetitions", "max_seconds", "time_budget", "spin_us", "max_sets", "quick")
+    }
+    meta["options"]["only"] = args.only
+    l2 = int(meta["device"]["l2_bytes"])
+    print(
+        f"device: {meta['device']['name']}, driver {meta.get('driver_version')}, "
+        f"CUDA {meta['cuda_runtime']}, L2 {l2 / 2**20:.0f} MiB, PyTorch {meta.get('torch_version', '-')}"
+    )
+    options = f"spin_us={args.spin_us};max_seconds={args.max_seconds};max_sets={args.max_sets}"
+    out = Path(args.out)
+    report = {"schema": 1, "meta": meta, "roofline": {}, "cases": [], "chains": [], "targets": []}
+
+    # ---- 1. roofline: device-to-device copy
+    copy_bytes = int(args.copy_gib * GIB) // 256 * 256
+    roof = report["roofline"]
+    roof["copy_bytes"] = copy_bytes
+    reps = max(args.repetitions // 4, 50)
+    try:
+        r = lib.copy(copy_bytes, reps, options)
+        roof["cuda_memcpy"] = derive(r, 2 * copy_bytes, 0, None)
+    except BenchError as error:
+        roof["cuda_memcpy_error"] = str(error)
+    runner = None
+    if torch is not None:
+        try:
+            runner = TorchRunner(torch, l2, args.spin_us, args.max_seconds, args.max_sets)
+        except Exception as error:  # no peers then, but the plugins are still measured
+            torch_missing = meta["torch_missing"] = f"PyTorch setup failed: {type(error).__name__}: {error}"
+            print(f"note: {torch_missing}")
+    if runner is not None:
+        try:
+            roof["torch_copy"] = derive(runner.copy(copy_bytes, reps), 2 * copy_bytes, 0, None)
+        except Exception as error:  # the roofline falls back to cudaMemcpyAsync
+            roof["torch_copy_error"] = str(error)
+    source = "torch_copy" if "torch_copy" in roof else "cuda_memcpy"
+    roof["source"] = {"torch_copy": "torch copy_", "cuda_memcpy": "cudaMemcpyAsync"}[source]
+    copy_gbps = (roof.get(source) or {}).get("gb_per_s")
+    roof["copy_gb_per_s"] = copy_gbps
+    print(
+        f"copy bandwidth: {fmt(copy_gbps, 0)} GB/s ({roof['source']}; cudaMemcpyAsync "
+        f"{fmt((roof.get('cuda_memcpy') or {}).get('gb_per_s'), 0)} GB/s)"
+    )
+
+    # ---- 2./3. every case: the plugin, then its peers
+    records: dict[str, dict] = {}
+    errors = 0
+    for index, case in enumerate(args.cases, 1):
+        rec = {
+            "id": case.id,
+            "family": case.family,
+            "plugin": case.plugin,
+            "dtype": case.dtype,
+            "group": case.group,
+            "batch": case.batch,
+            "mode": case.mode,
+            "graph_batch": case.graph_batch,
+            "inputs": [list(s) for s in case.inputs],
+            "outputs": [list(s) for s in case.outputs],
+            "fields": case.fields,
+            "bytes_moved": case.bytes_moved,
+            "flops": case.flops,
+            "note": case.note,
+            "plugin_result": None,
+            "peers": [],
+            "versus": [],
+            "error": None,
+            "skipped": None,
+        }
+        records[case.id] = rec
+        report["cases"].append(rec)
+        elapsed = time.monotonic() - started
+        if elapsed > args.time_budget:
+            rec["skipped"] = f"time budget of {args.time_budget:.0f} s spent"
+            print(f"[{index:3}/{len(args.cases)} {elapsed:5.0f}s] {case.id}: skipped (time budget)")
+            continue
+        line = f"[{index:3}/{len(args.cases)} {elapsed:5.0f}s] {case.id} ({case.mode}):"
+        try:
+            spec, result = lib.run(case, args.repetitions, options)
+            check_outputs(case, spec)
+            rec["plugin_result"] = derive(result, case.bytes_moved, case.flops, copy_gbps)
+            m = rec["plugin_result"]
+            gbps, pct = fmt(m.get("gb_per_s"), 0), fmt(m.get("pct_copy"), 1)
+            line += f" plugin {m['median_us']:.2f} us ({gbps} GB/s, {pct}%)"
+        except Exception as error:  # recorded with the case; the run goes on with the next one
+            rec["error"] = (
+                f"{type(error).__name__}: {error}" if not isinstance(error, BenchError) else str(error)
+            )
+            errors += 1
+            line += f" plugin ERROR {rec['error']}"
+        if runner is not None and rec["plugin_result"]:
+            for name in case.peers:
+                peer = time_peer(runner, case, name, args.repetitions, copy_gbps)
+                if peer.get("median_us"):
+                    peer["speed_ratio"] = peer["median_us"] / rec["plugin_result"]["median_us"]
+                    line += f" | {name} {peer['median_us']:.2f} us (x{peer['speed_ratio']:.2f})"
+                else:
+                    line += f" | {name} ERROR {peer.get('error')}"
+                rec["peers"].append(peer)
+        elif torch_missing and case.peers:
+            rec["peers"] = [{"name": n, "kind": "torch", "error": torch_missing} for n in case.peers]
+        print(line, flush=True)
+        write_reports(report, out, chart=False)  # partial results survive an interrupted run
+
+    # ---- 4. the LeNet plugin chain, one CUDA graph per forward, against PyTorch's
+    chain_options = f"spin_us={args.spin_us};max_seconds={args.max_seconds};" + (
+        f"max_sets={min(args.max_sets, lenet_chain.CHAIN_MAX_SETS)}"
+    )
+    for index, chain in enumerate(args.chains, 1):
+        elapsed = time.monotonic() - started
+        line = f"[chain {index}/{len(args.chains)} {elapsed:5.0f}s] {chain.id}:"
+        if elapsed > args.time_budget:
+            rec = {"id": chain.id, "dtype": chain.dtype, "batch": chain.batch, "peers": [], "error": None}
+            rec["skipped"] = f"time budget of {args.time_budget:.0f} s spent"
+            print(f"{line} skipped (time budget)")
+        else:
+            try:
+                rec = lenet_chain.measure(lib, runner, chain, args.repetitions, chain_options)
+                mine, floor = rec["plugin_result"], rec["floor"]
+                line += (
+                    f" plugin {mine['median_us']:.2f} us per forward ({mine['graph_nodes']} graph nodes, "
+                    f"floor {floor['median_us']:.2f} us)"
+                )
+                for peer in rec["peers"]:
+                    if peer.get("median_us"):
+                        line += f" | {peer['name']} {peer['median_us']:.2f} us (x{peer['speed_ratio']:.2f})"
+                    else:
+                        line += f" | {peer['name']} ERROR {peer.get('error')}"
+            except Exception as error:  # recorded with the chain; the run goes on
+                rec = {
+                    "id": chain.id,
+                    "dtype": chain.dtype,
+                    "batch": chain.batch,
+                    "peers": [],
+                    "skipped": None,
+                }
+                rec["error"] = (
+                    str(error) if isinstance(error, BenchError) else f"{type(error).__name__}: {error}"
+                )
+                errors += 1
+                line += f" ERROR {rec['error']}"
+            print(line, flush=True)
+        report["chains"].append(rec)
+        write_reports(report, out, chart=False)
+
+    # ---- 5. comparisons, targets, reports
+    attach_comparisons(records, args.cases)
+    report["targets"] = evaluate_targets(records, args.cases) + lenet_chain.evaluate(report["chains"])
+    counts = {s: sum(t["status"] == s for t in report["targets"]) for s in ("PASS", "FAIL", "NOT MEASURED")}
+    report["summary"] = {
+        "targets": counts,
+        "errors": errors,
+        "skipped": sum(1 for r in report["cases"] + report["chains"] if r.get("skipped")),
+        "seconds": round(time.monotonic() - started, 1),
+    }
+    for line in write_reports(report, out, chart=not args.no_chart):
+        print(line)
+    print("\ntargets:")
+    for t in report["targets"]:
+        print(f"  {t['status']:12} {t['target']:52} {metric_text(t['metric'], t['value']):>10}  {t['case']}")
+    print(f"summary: {json.dumps(report['summary'])}")
+    # A regression fails the run; targets left unmeasured for want of PyTorch (--no-torch) do not.
+    return 1 if errors or counts["FAIL"] or report["summary"]["skipped"] else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.dry_run:
+        return dry_run(args)
+    return measure(args)
