@@ -4,7 +4,8 @@ N replicas of the compose CPU profile (`--scale`, docker/compose.replicas.yml) o
 in front (trt_plugin_kit.balancer), the Locust mix through HAProxy with the clients' retry policy (an error of
 the path to a server, i.e. connection refused/reset, 502/503/504 or gRPC UNAVAILABLE, is sent again on a new
 connection, at most RETRIES times: inference is idempotent). In the middle of the run one replica's container
-is killed (SIGKILL to its first process, as a crash would end it); its restart policy brings it back. Checked:
+is killed (SIGKILL to its first process, as a crash would end it) and started again DOWN_FOR_S later (its
+restart policy held off meanwhile, so that the balancer has to notice). Checked:
 
 - no request failed once the retry policy had its say;
 - HAProxy took the dead replica out of both backends within the bound its health checks set
@@ -50,6 +51,10 @@ REPLICAS = 3
 USERS = 6
 RUN_S = 75
 KILL_AT_S = 20
+# The killed replica stays down this long before it is started again: longer than the health checks need to
+# take it out (HealthCheck.detection_bound_s), so that the balancer has to. Its restart policy alone can
+# bring a CPU replica back in 2-3 s, before the checks of one backend have failed `fall` times.
+DOWN_FOR_S = 8.0
 RETRIES = 2
 VICTIM_SLOT = 1
 SUCCESS_COUNTER = "nv_inference_request_success"
@@ -96,6 +101,7 @@ class Observations:
     """What the sampler saw, with times in seconds since the load started."""
 
     kill_at: float | None = None
+    started_again_at: float | None = None
     down_at: dict[str, float] = field(default_factory=dict)  # backend -> victim marked DOWN
     up_again_at: dict[str, float] = field(default_factory=dict)  # backend -> victim UP again
     routed: dict[tuple[str, str], list[tuple[float, int]]] = field(default_factory=dict)  # stot changes
@@ -149,6 +155,10 @@ def kill_replica(container: str) -> None:
     if not pid.isdigit() or int(pid) <= 1:
         raise FailoverFailed(f"container {container} has no running process ({pid!r})")
     os.kill(int(pid), signal.SIGKILL)
+
+
+def docker_restart_policy(container: str, policy: str) -> None:
+    subprocess.run(["docker", "update", f"--restart={policy}", container], capture_output=True, check=True)
 
 
 def wait_until(predicate, timeout_s: float, what: str) -> None:
@@ -216,8 +226,14 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
             )
             load.start()
             time.sleep(KILL_AT_S)
-            kill_replica(containers[VICTIM_SLOT])
+            victim = containers[VICTIM_SLOT]
+            docker_restart_policy(victim, "no")
+            kill_replica(victim)
             seen.kill_at = time.monotonic() - start
+            time.sleep(DOWN_FOR_S)
+            docker_restart_policy(victim, "unless-stopped")  # the compose file's, as before the kill
+            subprocess.run(["docker", "start", victim], capture_output=True, check=True)
+            seen.started_again_at = time.monotonic() - start
             load.join(RUN_S + 120)
             stop.set()
             sampler.join(10)
@@ -260,7 +276,7 @@ def judge(
         "replicas": REPLICAS,
         "users": USERS,
         "run_s": RUN_S,
-        "killed": f"{victim} at {seen.kill_at:.1f} s",
+        "killed": f"{victim} at {seen.kill_at:.1f} s, started again at {seen.started_again_at:.1f} s",
         "requests": summary.total.requests,
         "failures": summary.total.failures,
         "retries": sum(retries.values()),
