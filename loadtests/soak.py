@@ -423,7 +423,7 @@ def run(args: argparse.Namespace) -> int:
     duration = time.monotonic() - start_time
     alive = server.is_running() if server is not None else True
     try:
-        counts_after = soak_report.triton_request_counts(location) if alive else {}
+        counts_after = settled_request_counts(location) if alive else {}
     except Exception as error:  # noqa: BLE001 - the record says so instead of losing the run
         print(f"soak: cannot read Triton's statistics at the end: {error}", flush=True)
         counts_after = {}
@@ -544,6 +544,21 @@ def run(args: argparse.Namespace) -> int:
             path.unlink()
         log_dir.rmdir()
     return EXIT_PASSED if result["passed"] else EXIT_FAILED
+
+
+def settled_request_counts(location, settle_s: float = 0.5, limit_s: float = 10.0) -> dict:
+    """Triton's per-model counts once they stop moving: Triton updates its statistics when it releases a
+    request, which can come a moment after the client has its response, so a read right after the last
+    answer can be a request or two short."""
+    counts = soak_report.triton_request_counts(location)
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(settle_s)
+        again = soak_report.triton_request_counts(location)
+        if again == counts:
+            break
+        counts = again
+    return counts
 
 
 def main(argv: list[str] | None = None) -> int:
