@@ -31,11 +31,31 @@ for v in $versions; do
   grep -v "^PASS" "$LOGS/numpy-$v.txt"; note "numpy cross-check TensorRT $v: $(tail -1 "$LOGS/numpy-$v.txt")"; cat "$LOGS/numpy-$v.txt" >> "$LOGS/numpy.log"; rm "$LOGS/numpy-$v.txt"
 done
 last=build/gpu-$(ls "$HEADERS" | tail -1)
+# Kernels of the vendor's libraries whose racecheck reports we record but cannot act on: cuBLAS's Hopper GEMMs
+# (nvjet_sm90_*, chosen by FullyConnected's padded-output tactics) report shared-memory hazards inside cuBLAS
+# itself. Any hazard in another kernel (ours) fails the check.
+VENDOR_KERNELS='^nvjet_'
 for tool in memcheck racecheck; do
   extra=""; [ "$tool" = memcheck ] && extra="--leak-check full"
+  log="$LOGS/sanitizer-$tool.log"
   compute-sanitizer --tool $tool $extra --error-exitcode 99 "$last/plugin_harness" --library "$last/libtrt_plugin_kit.so" \
-    --max-elements "$SANITIZER_MAX_ELEMENTS" >"$LOGS/sanitizer-$tool.log" 2>&1 || status=1
-  note "compute-sanitizer $tool (cases <= $SANITIZER_MAX_ELEMENTS input elements): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|harness:' "$LOGS/sanitizer-$tool.log" | tr '\n' ' ')"
+    --max-elements "$SANITIZER_MAX_ELEMENTS" >"$log" 2>&1
+  rc=$?
+  detail=""
+  if [ "$tool" = racecheck ]; then
+    # Every "... access at KERNEL+0xOFFSET" line of a hazard report; a kernel name may hold spaces.
+    kernels=$(sed -nE 's/.* access at (.*)\+0x[0-9a-f]+.*/\1/p' "$log" | sort -u)
+    ours=$(printf '%s\n' "$kernels" | grep -vE "$VENDOR_KERNELS" | grep -v '^$')
+    vendor=$(printf '%s\n' "$kernels" | grep -E "$VENDOR_KERNELS" | tr '\n' ' ')
+    # A report whose kernel this parse cannot name counts as ours.
+    [ "$(grep -c ' access at ' "$log")" -eq "$(grep -cE " access at ${VENDOR_KERNELS#^}" "$log")" ] || ours="${ours:-unparsed report}"
+    [ -n "$vendor" ] && detail=" | hazards inside vendor kernels (recorded, not ours): $vendor"
+    [ -n "$ours" ] && detail="$detail | HAZARDS IN OUR KERNELS: $(echo $ours)"
+    # Harness failures still count; vendor-only hazards do not.
+    if [ $rc -eq 99 ] && [ -z "$ours" ] && grep -q 'harness: .* 0 failed' "$log"; then rc=0; fi
+  fi
+  [ $rc -eq 0 ] || status=1
+  note "compute-sanitizer $tool (cases <= $SANITIZER_MAX_ELEMENTS input elements): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|harness:' "$log" | tr '\n' ' ')$detail"
 done
 printf '%s\n' "${summary[@]}" | tee "$LOGS/summary.txt"
 exit $status

@@ -44,4 +44,11 @@ enum class FcKernel : int32_t
 cudaError_t launchFcKernel(FcKernel kernel, nvinfer1::DataType type, void const* x, void const* weights,
                            void const* bias, void* y, int64_t n, int64_t k, int64_t m, cudaStream_t stream);
 
+//! Copies `rows` rows of `rowBytes` bytes from `src` (rows `srcPitchBytes` apart) to `dst` (rows packed): the
+//! second step of the padded-output tactics, whose cuBLASLt product writes rows of a 16-byte multiple pitch
+//! into the workspace. One kernel, in the widest unit (16 bytes down to 1) that both pointers, the pitch and
+//! the row size allow.
+cudaError_t launchPackRows(void const* src, int64_t srcPitchBytes, void* dst, int64_t rowBytes, int64_t rows,
+                           cudaStream_t stream);
+
 }  // namespace trt_plugin_kit

@@ -3,6 +3,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstring>
+#include <iterator>
 
 #include "../common/tensor.h"
 
@@ -26,6 +28,29 @@ bool isFloat(DataType type)
 {
     return type == DataType::kFLOAT || type == DataType::kHALF;
 }
+
+template <typename T>
+T roundUp(T value, T multiple)
+{
+    return (value + multiple - 1) / multiple * multiple;
+}
+
+//! Bytes of workspace the padded-output tactics may use for `rows` rows of `m` outputs of `elementBytes`:
+//! the widest padded pitch, capped (the tactics write y directly beyond the cap), 256-byte aligned.
+size_t paddedOutputReserve(int64_t rows, int64_t m, size_t elementBytes)
+{
+    if (rows <= 0)
+    {
+        return 0;
+    }
+    int64_t const widest =
+        FullyConnectedPlugin::kPaddedPitchBytes[std::size(FullyConnectedPlugin::kPaddedPitchBytes) - 1];
+    auto const pitchBytes = static_cast<size_t>(roundUp(m * static_cast<int64_t>(elementBytes), widest));
+    size_t const wanted = static_cast<size_t>(rows) > FullyConnectedPlugin::kMaxPaddedOutputBytes / pitchBytes
+                              ? FullyConnectedPlugin::kMaxPaddedOutputBytes
+                              : static_cast<size_t>(rows) * pitchBytes;
+    return roundUp(std::min(wanted, FullyConnectedPlugin::kMaxPaddedOutputBytes), size_t{256});
+}
 }  // namespace
 
 void CublasLtHandle::create()
@@ -46,7 +71,7 @@ void CublasLtHandle::release() noexcept
 }
 
 void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_t k, int64_t m,
-                       void const* bias, size_t workspaceLimit, int32_t rank)
+                       int64_t outputPitch, void const* bias, size_t workspaceLimit, int32_t rank)
 {
     release();
     cudaDataType_t const dataType = cudaType(type);
@@ -69,7 +94,7 @@ void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_
     }
     checkCublas(cublasLtMatrixLayoutCreate(&mWeightsLayout, dataType, k, m, k), "layout W");
     checkCublas(cublasLtMatrixLayoutCreate(&mInputLayout, dataType, k, n, k), "layout X");
-    checkCublas(cublasLtMatrixLayoutCreate(&mOutputLayout, dataType, m, n, m), "layout Y");
+    checkCublas(cublasLtMatrixLayoutCreate(&mOutputLayout, dataType, m, n, outputPitch), "layout Y");
 
     cublasLtMatmulPreference_t preference = nullptr;
     checkCublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
@@ -176,10 +201,13 @@ void FullyConnectedPlugin::configure(DynamicPluginTensorDesc const* in,
     check(isFloat(in[0].desc.type), "input type ", dataTypeName(in[0].desc.type), " is not supported");
 }
 
-size_t FullyConnectedPlugin::workspaceSize(DynamicPluginTensorDesc const* /*in*/,
+size_t FullyConnectedPlugin::workspaceSize(DynamicPluginTensorDesc const* in,
                                            DynamicPluginTensorDesc const* /*out*/) const
 {
-    return kWorkspaceBytes;
+    // cuBLASLt's workspace, then room for the padded-output tactics' product at the profile's largest batch.
+    DataType const type = in[0].desc.type;
+    return kWorkspaceBytes +
+           (isFloat(type) ? paddedOutputReserve(in[0].max.d[0], mNumOutputs, elementSize(type)) : 0);
 }
 
 void FullyConnectedPlugin::createResources()
@@ -188,7 +216,8 @@ void FullyConnectedPlugin::createResources()
     if (mDeviceWeights.empty())
     {
         // Sized for FP32 so that the same buffer holds the parameters in either I/O type.
-        mDeviceWeights.allocate((mWeights.size() + mBias.size()) * sizeof(float));
+        mDeviceWeights.allocate(biasOffset(sizeof(float)) +
+                                static_cast<size_t>(storedRows()) * sizeof(float));
         mUploaded = false;
     }
 }
@@ -203,38 +232,78 @@ void FullyConnectedPlugin::uploadParameters(DataType type)
     // Weights are converted to the I/O type and uploaded once per instance (the type never changes for a
     // built engine), not per enqueue. The runtime only learns the type here, as configurePlugin is
     // build-only.
-    std::vector<float> host(mWeights);
-    host.insert(host.end(), mBias.begin(), mBias.end());
-    if (type == DataType::kHALF)
+    size_t const elementBytes = elementSize(type);
+    // Zeros beyond M rows: the padded tactics' extra outputs are computed and dropped.
+    std::vector<char> host(biasOffset(elementBytes) + static_cast<size_t>(storedRows()) * elementBytes, 0);
+    auto const put = [&](std::vector<float> const& values, size_t offset)
     {
-        std::vector<__half> half(host.size());
-        for (size_t i = 0; i < host.size(); ++i)
+        for (size_t i = 0; i < values.size(); ++i)
         {
-            half[i] = __float2half_rn(host[i]);
+            char* to = host.data() + offset + i * elementBytes;
+            if (type == DataType::kHALF)
+            {
+                __half const value = __float2half_rn(values[i]);
+                std::memcpy(to, &value, sizeof(value));
+            }
+            else
+            {
+                std::memcpy(to, &values[i], sizeof(float));
+            }
         }
-        mDeviceWeights.upload(half.data(), half.size() * sizeof(__half));
-    }
-    else
-    {
-        mDeviceWeights.upload(host.data(), host.size() * sizeof(float));
-    }
+    };
+    put(mWeights, 0);
+    put(mBias, biasOffset(elementBytes));
+    mDeviceWeights.upload(host.data(), host.size());
     mUploaded = true;
     mUploadedType = type;
     mPlannedN = -1;  // The bias pointer's element type changed: rebuild the plan.
 }
 
+int64_t FullyConnectedPlugin::storedRows() const
+{
+    return roundUp(static_cast<int64_t>(mNumOutputs), kStoredRowsMultiple);
+}
+
+size_t FullyConnectedPlugin::biasOffset(size_t elementBytes) const
+{
+    return roundUp(static_cast<size_t>(storedRows() * mK) * elementBytes, size_t{256});
+}
+
+void const* FullyConnectedPlugin::deviceBias() const
+{
+    return mBias.empty()
+               ? nullptr
+               : static_cast<char const*>(mDeviceWeights.data()) + biasOffset(elementSize(mUploadedType));
+}
+
 void FullyConnectedPlugin::buildPlan(int64_t n)
 {
-    size_t const elementBytes = elementSize(mUploadedType);
-    void const* bias = mBias.empty()
-                           ? nullptr
-                           : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
+    int32_t const ownEnd = kCublasTactics + kOwnKernelTactics;
     // Own-kernel tactics keep cuBLASLt's first choice as the fallback for problems their kernel does not
     // take.
-    mOwnKernel = mTactic > kCublasTactics;
+    mOwnKernel = mTactic > kCublasTactics && mTactic <= ownEnd;
     mKernel = static_cast<FcKernel>(mOwnKernel ? mTactic - kCublasTactics - 1 : 0);
-    int32_t const index = mTactic > 0 && !mOwnKernel ? mTactic - 1 : 0;
-    mPlan.build(mHandle.get(), mUploadedType, n, mK, mNumOutputs, bias,
+    int32_t index =
+        mTactic > 0 && mTactic <= kCublasTactics ? mTactic - 1 : 0;  // into the cuBLASLt candidates
+    mOutputPitch = mNumOutputs;
+    if (mTactic > ownEnd)
+    {
+        int32_t const padded = mTactic - ownEnd - 1;
+        index = padded % kCandidatesPerLimit;  // at the first (full) workspace limit
+        auto const elementBytes = static_cast<int64_t>(elementSize(mUploadedType));
+        int64_t const pitch =
+            roundUp(mNumOutputs * elementBytes, kPaddedPitchBytes[padded / kCandidatesPerLimit]) /
+            elementBytes;
+        // Fits in what workspaceSize reserved (n <= the profile's maximum), or else writes y directly.
+        if (pitch != mNumOutputs &&
+            static_cast<size_t>(n * pitch * elementBytes) <=
+                paddedOutputReserve(n, mNumOutputs, static_cast<size_t>(elementBytes)))
+        {
+            mOutputPitch = pitch;
+        }
+    }
+    // A padded product computes all mOutputPitch outputs (the weight rows beyond M are zeros).
+    mPlan.build(mHandle.get(), mUploadedType, n, mK, mOutputPitch, mOutputPitch, deviceBias(),
                 kWorkspaceLimits[index / kCandidatesPerLimit], index % kCandidatesPerLimit);
     mPlannedN = n;
 }
@@ -273,20 +342,30 @@ int32_t FullyConnectedPlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
     }
     if (mOwnKernel)
     {
-        size_t const elementBytes = elementSize(mUploadedType);
-        void const* bias =
-            mBias.empty() ? nullptr
-                          : static_cast<char const*>(mDeviceWeights.data()) + mWeights.size() * elementBytes;
-        cudaError_t const launched = launchFcKernel(mKernel, mUploadedType, inputs[0], mDeviceWeights.data(),
-                                                    bias, outputs[0], mPlannedN, mK, mNumOutputs, stream);
+        cudaError_t const launched =
+            launchFcKernel(mKernel, mUploadedType, inputs[0], mDeviceWeights.data(), deviceBias(), outputs[0],
+                           mPlannedN, mK, mNumOutputs, stream);
         if (launched != cudaErrorNotSupported)
         {
             return launched;
         }
     }
-    cublasStatus_t const status = mPlan.run(mHandle.get(), mDeviceWeights.data(), inputs[0], outputs[0],
+    bool const padded = mOutputPitch != mNumOutputs;
+    // A padded product goes to the workspace after cuBLASLt's own part (workspaceSize reserved it).
+    void* const product = padded ? static_cast<char*>(workspace) + kWorkspaceBytes : outputs[0];
+    cublasStatus_t const status = mPlan.run(mHandle.get(), mDeviceWeights.data(), inputs[0], product,
                                             workspace, kWorkspaceBytes, stream);
-    return status == CUBLAS_STATUS_SUCCESS ? 0 : static_cast<int32_t>(cudaErrorLaunchFailure);
+    if (status != CUBLAS_STATUS_SUCCESS)
+    {
+        return static_cast<int32_t>(cudaErrorLaunchFailure);
+    }
+    if (!padded)
+    {
+        return 0;
+    }
+    auto const elementBytes = static_cast<int64_t>(elementSize(mUploadedType));
+    return launchPackRows(product, mOutputPitch * elementBytes, outputs[0], mNumOutputs * elementBytes,
+                          mPlannedN, stream);
 }
 
 void FullyConnectedPlugin::selectTactic(int32_t tactic)

@@ -41,9 +41,10 @@ public:
     MatmulPlan& operator=(MatmulPlan const&) = delete;
     ~MatmulPlan() { release(); }
     //! Picks the `rank`-th (0-based) of cuBLASLt's heuristic candidates for a workspace of at most
-    //! `workspaceLimit` bytes, the last one if there are fewer.
+    //! `workspaceLimit` bytes, the last one if there are fewer. The output's rows are `outputPitch` elements
+    //! apart (m, or more for the padded-output tactics).
     void build(cublasLtHandle_t handle, nvinfer1::DataType type, int64_t n, int64_t k, int64_t m,
-               void const* bias, size_t workspaceLimit, int32_t rank);
+               int64_t outputPitch, void const* bias, size_t workspaceLimit, int32_t rank);
     void release() noexcept;
     cublasStatus_t run(cublasLtHandle_t handle, void const* weights, void const* x, void* y, void* workspace,
                        size_t workspaceBytes, cudaStream_t stream) const;
@@ -72,7 +73,21 @@ public:
     //! Tactics kCublasTactics + 1 and up: the plugin's own kernels (fully_connected_kernel.h), in FcKernel
     //! order. Where one does not apply (FP32 on tensor cores, an odd FP16 K), it runs cuBLASLt's first
     //! choice.
-    static constexpr int32_t kTactics = kCublasTactics + static_cast<int32_t>(FcKernel::kCount);
+    static constexpr int32_t kOwnKernelTactics = static_cast<int32_t>(FcKernel::kCount);
+    //! Then the padded-output tactics: cuBLASLt's first kCandidatesPerLimit candidates (full workspace) for a
+    //! product with M rounded up to a multiple of kPaddedPitchBytes[i] (the extra weight rows are zeros),
+    //! written into the workspace and packed into y by one more kernel. Hopper's fastest cuBLASLt kernels
+    //! (TMA copies) need 16-byte row strides, and y[N, 500] FP16 has 1000-byte rows; cuBLASLt then also wants
+    //! M itself aligned (measured: M = 500 at a 504 pitch still ran the sm_80 kernel). Where M is already
+    //! such a multiple, or the padded product would exceed kMaxPaddedOutputBytes, the tactic writes y
+    //! directly.
+    static constexpr int64_t kPaddedPitchBytes[] = {16, 128};
+    //! The device weights and bias are stored with their rows (M) rounded up to this, zeros beyond M, which
+    //! covers every padded pitch in either type.
+    static constexpr int64_t kStoredRowsMultiple = 64;
+    static constexpr int32_t kPaddedTactics = kCandidatesPerLimit * 2;
+    static constexpr size_t kMaxPaddedOutputBytes = size_t{64} << 20;
+    static constexpr int32_t kTactics = kCublasTactics + kOwnKernelTactics + kPaddedTactics;
 
     FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias, int32_t numOutputs);
 
@@ -106,6 +121,11 @@ private:
     void createResources();
     void uploadParameters(nvinfer1::DataType type);
     void buildPlan(int64_t n);
+    //! M rounded up to kStoredRowsMultiple: the rows of mDeviceWeights's matrix and bias.
+    int64_t storedRows() const;
+    //! The bias's byte offset in mDeviceWeights (256-byte aligned, as cuBLASLt's epilogues prefer).
+    size_t biasOffset(size_t elementBytes) const;
+    void const* deviceBias() const;
 
     std::vector<float> mWeights;  // [M, K] row-major
     std::vector<float> mBias;     // empty or [M]
@@ -114,7 +134,7 @@ private:
 
     // Per-execution-context resources (created in attachToContext, released by the destructor).
     CublasLtHandle mHandle;
-    DeviceBuffer mDeviceWeights;  // W then bias, in the I/O type
+    DeviceBuffer mDeviceWeights;  // W then bias, in the I/O type, each with storedRows() rows
     bool mUploaded{false};
     nvinfer1::DataType mUploadedType{nvinfer1::DataType::kFLOAT};
     MatmulPlan mPlan;
@@ -122,6 +142,7 @@ private:
     int32_t mTactic{0};  // 0: cuBLASLt's first heuristic choice
     bool mOwnKernel{false};
     FcKernel mKernel{FcKernel::kDot1x8};
+    int64_t mOutputPitch{0};  // elements between the rows cuBLASLt writes; > M: padded, in the workspace
 };
 
 class FullyConnectedCreator final : public CreatorBase
