@@ -28,6 +28,9 @@ from trt_plugin_kit.interface import REPO_ROOT as ROOT
 BENCHMARK = "plugins/benchmarks/results/benchmark.json"
 RUN1 = "plugins/benchmarks/results/history/run1-2026-11-21-h100.json"
 RUN3 = "plugins/benchmarks/results/history/run3-2026-11-21-h100.json"
+SERVING_ROUND = "plugins/benchmarks/results/history/serving-round-2026-11-23-h100.json"
+FC16_LARGE = "fc/fp16/4096x800->500"
+FC1_16_B1024 = "mnist/b1024/fc1/fp16/1024x50x4x4->500"
 MODEL_RECORD = "models/lenet5_mnist.json"
 SOAK = "docs/reliability/soak-20261121.json"
 GPU_LIFECYCLE_LOG = "docs/reliability/gpu/lifecycle-concurrency-h200.log"
@@ -180,6 +183,26 @@ CLAIMS = [
         "plugins/benchmarks/README.md",
         r"without bias; ([\d.]+)x `F.linear`",
         lambda: f"{target_value(BENCHMARK, 'fc/fp16/4096x800->500', 'speed_ratio', 'F.linear'):.2f}",
+    ),
+    Claim(
+        "plugins/benchmarks/README.md",
+        r"at FP16 batch 4096 ([\d.]+) µs instead of",
+        lambda: f"{plugin_us(BENCHMARK, FC16_LARGE):.1f}",
+    ),
+    Claim(
+        "plugins/benchmarks/README.md",
+        r"at FP16 batch 4096 [\d.]+ µs instead of ([\d.]+) µs",
+        lambda: f"{plugin_us(SERVING_ROUND, FC16_LARGE):.1f}",
+    ),
+    Claim(
+        "plugins/benchmarks/README.md",
+        r"at fc1 FP16 batch 1024 ([\d.]+) µs instead of",
+        lambda: f"{plugin_us(BENCHMARK, FC1_16_B1024):.1f}",
+    ),
+    Claim(
+        "plugins/benchmarks/README.md",
+        r"at fc1 FP16 batch 1024 [\d.]+ µs instead of ([\d.]+) µs",
+        lambda: f"{plugin_us(SERVING_ROUND, FC1_16_B1024):.1f}",
     ),
     Claim(
         "plugins/benchmarks/README.md",
