@@ -294,10 +294,12 @@ void FullyConnectedPlugin::buildPlan(int64_t n)
         int64_t const pitch =
             roundUp(mNumOutputs * elementBytes, kPaddedPitchBytes[padded / kCandidatesPerLimit]) /
             elementBytes;
-        // Fits in what workspaceSize reserved (n <= the profile's maximum), or else writes y directly.
+        // Fits in what workspaceSize reserved (n <= the profile's maximum), or else writes y directly
+        // (divided, not multiplied: n may be anything a caller passes).
+        auto const pitchBytes = static_cast<size_t>(pitch * elementBytes);
         if (pitch != mNumOutputs &&
-            static_cast<size_t>(n * pitch * elementBytes) <=
-                paddedOutputReserve(n, mNumOutputs, static_cast<size_t>(elementBytes)))
+            static_cast<size_t>(n) <=
+                paddedOutputReserve(n, mNumOutputs, static_cast<size_t>(elementBytes)) / pitchBytes)
         {
             mOutputPitch = pitch;
         }

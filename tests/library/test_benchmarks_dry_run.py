@@ -414,3 +414,52 @@ def test_measure_records_a_failing_case_and_goes_on(tmp_path, monkeypatch):
     except ImportError:
         return
     assert (out / "benchmark.png").stat().st_size > 10_000
+
+
+# ------------------------------------------------------------------------- FullyConnected's workspace
+# What the plugin asks TensorRT for, through its real build-phase calls (libplugin_bench.so's plan, no GPU):
+# cuBLASLt's 32 MiB plus room for the padded-output tactics' product (M rounded up to 128 bytes of row, at the
+# profile's largest batch, capped at 64 MiB). The GPU harness checks those tactics' results.
+MIB = 1 << 20
+CUBLAS_WORKSPACE = 32 * MIB
+
+PLAN_WORKSPACES = """
+import json, sys
+from pathlib import Path
+from trt_plugin_kit.benchmarks.cases import build_cases
+from trt_plugin_kit.benchmarks.library import BENCH_LIBRARY, PLUGIN_LIBRARY, BenchLibrary
+build = Path(sys.argv[1])
+lib = BenchLibrary(build / BENCH_LIBRARY, build / PLUGIN_LIBRARY)
+cases = {c.id: c for c in build_cases()}
+print(json.dumps({i: lib.plan(cases[i])[1]["workspace_bytes"] for i in sys.argv[2:]}))
+"""
+
+
+def padded_reserve(rows: int, outputs: int, element_bytes: int) -> int:
+    pitch = -(-outputs * element_bytes // 128) * 128
+    return -(-min(rows * pitch, 64 * MIB) // 256) * 256
+
+
+EXPECTED = {
+    # case id: (rows, outputs, bytes per element)
+    "fc/fp16/4096x800->500": (4096, 500, 2),  # 1000-byte rows -> 1024: 4 MiB
+    "fc/fp32/4096x800->500": (4096, 500, 4),  # 2000-byte rows -> 2048: 8 MiB
+    "mnist/b1024/fc1/fp16/1024x50x4x4->500": (1024, 500, 2),  # 1 MiB (quoted in the plugin's README)
+    "mnist/b1/fc2/fp16/1x500->10": (1, 10, 2),  # one 128-byte row, rounded to 256 bytes
+}
+
+
+@pytest.mark.skipif(not built_library_dirs(), reason="libplugin_bench.so not built (make plugins)")
+def test_workspace_holds_cublas_and_the_padded_product():
+    result = subprocess.run(
+        [sys.executable, "-c", PLAN_WORKSPACES, str(built_library_dirs()[0]), *EXPECTED],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    for case_id, (rows, outputs, element_bytes) in EXPECTED.items():
+        assert got[case_id] == CUBLAS_WORKSPACE + padded_reserve(rows, outputs, element_bytes), case_id
+    assert got["mnist/b1024/fc1/fp16/1024x50x4x4->500"] - CUBLAS_WORKSPACE == MIB
