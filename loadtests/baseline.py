@@ -81,6 +81,18 @@ def git_commit() -> str:
         return "unknown"
 
 
+def measurement_record(stamp: datetime, server: str, command: str, argv: list[str] | None) -> dict:
+    """When, on which commit, server and machine, and with which command line a measurement was taken (the
+    head of BASELINE.md and QUEUE_SIGNAL.md)."""
+    return {
+        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "server": server,
+        "machine": machine_description(),
+        "command": " ".join([command, *(argv if argv is not None else sys.argv[1:])]),
+    }
+
+
 def cpu_busy_percent(seconds: float = 2.0) -> float | None:
     """Share of all cores busy over `seconds` (from /proc/stat). Sampled while the server under test is
     idle, just before a run, it shows how much other work the machine was doing."""
@@ -257,15 +269,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_ERROR
 
-    info = {
-        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(),
-        "server": server,
-        "machine": machine_description(),
-        "command": " ".join(["python -m loadtests.baseline", *(argv if argv is not None else sys.argv[1:])]),
-        "quiet_below": args.quiet_below,
-        "quiet_wait": args.quiet_wait,
-    }
+    info = measurement_record(stamp, server, "python -m loadtests.baseline", argv)
+    info.update(quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
     chart = args.output.with_suffix(".png")
     report.plot_sweep(
         [(users, summary) for users, summary, _ in results], chart, "baseline: each request type alone"

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from loadtests import report
-from loadtests.baseline import git_commit, machine_description, wait_until_quiet
+from loadtests.baseline import measurement_record, wait_until_quiet
 from loadtests.runner import (
     EXIT_ERROR,
     EXIT_PASSED,
@@ -173,15 +173,8 @@ def main(argv: list[str] | None = None) -> int:
     except (LoadTestError, ServingError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    info = {
-        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(),
-        "server": f"{variant} variant, started as `make serve` starts it; Triton {version}",
-        "machine": machine_description(),
-        "command": " ".join(
-            ["python -m loadtests.queue_signal", *(argv if argv is not None else sys.argv[1:])]
-        ),
-    }
+    server = f"{variant} variant, started as `make serve` starts it; Triton {version}"
+    info = measurement_record(stamp, server, "python -m loadtests.queue_signal", argv)
     args.output.write_text(signal_markdown(points, info))
     print(f"written to {args.output}; Locust reports in {reports_dir}")
     return EXIT_PASSED
