@@ -251,15 +251,13 @@ def main(argv: list[str] | None = None) -> int:
                     protocols={p: int(p == protocol) for p in PROTOCOLS},
                     mix={k: int(k == kind) for k in REQUEST_KINDS},
                 )
-                plan = RunPlan(
-                    location=location,
-                    workload=workload,
-                    users=users,
-                    spawn_rate=users,
-                    run_time=args.run_time,
-                    timeout_s=args.timeout,
+                plan = RunPlan.measurement(
+                    location,
+                    workload,
+                    users,
+                    args.run_time,
+                    args.timeout,
                     out_dir=reports_dir / f"users-{users}-{protocol}-{kind}",
-                    thresholds=report.Thresholds(),
                 )
                 busy = wait_until_quiet(args.quiet_below, args.quiet_wait)
                 summary = run_locust(plan, f"{index}/{len(grid)} {protocol} {kind} x{users}")

@@ -152,15 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             location = ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc)
             version = wait_for_server(location, list(REQUEST_KINDS), 30)
             for index, users in enumerate(user_counts, start=1):
-                plan = RunPlan(
-                    location=location,
-                    workload=workload,
-                    users=users,
-                    spawn_rate=users,
-                    run_time=args.run_time,
-                    timeout_s=10.0,
-                    out_dir=reports_dir / f"users-{users}",
-                    thresholds=report.Thresholds(),
+                plan = RunPlan.measurement(
+                    location, workload, users, args.run_time, 10.0, out_dir=reports_dir / f"users-{users}"
                 )
                 busy = wait_until_quiet(25.0, 120.0)
                 before = read_counters(server.metrics_url)

@@ -118,6 +118,20 @@ class RunPlan:
     thresholds: report.Thresholds
     extra_info: dict = field(default_factory=dict)
 
+    @classmethod
+    def measurement(
+        cls,
+        location: ServerLocation,
+        workload: WorkloadConfig,
+        users: int,
+        run_time: str,
+        timeout_s: float,
+        out_dir: Path,
+    ) -> RunPlan:
+        """A run of the measuring tools (baseline, queue signal, failover): every user starts at once and
+        the default thresholds hold (no failed request; p99 reported, not judged)."""
+        return cls(location, workload, users, users, run_time, timeout_s, out_dir, report.Thresholds())
+
     def expected_request_names(self) -> list[str]:
         """Request types the run must show: those of protocols whose share of the users is at least one
         (Locust splits users by weight, so with few users a protocol of small weight may get none)."""
