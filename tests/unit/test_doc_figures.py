@@ -168,6 +168,13 @@ CLAIMS = [
         lambda: f"{record(BENCHMARK)['roofline']['torch_copy']['gb_per_s']:,.0f}",
     ),
     Claim(
+        "README.md",
+        r"\((\d+ of \d+) targets met\)",
+        lambda: "{} of {}".format(
+            record(BENCHMARK)["summary"]["targets"]["PASS"], len(record(BENCHMARK)["targets"])
+        ),
+    ),
+    Claim(
         "plugins/benchmarks/README.md",
         r"\*\*(\d+ of \d+) targets met\*\*",
         lambda: "{} of {}".format(
