@@ -33,6 +33,7 @@ from trt_plugin_kit.cli_options import (
     ServerLocation,
     add_env_argument,
     add_server_location_arguments,
+    add_server_variant_argument,
     fraction,
     non_negative_float,
     positive_seconds,
@@ -338,12 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("LOADTEST_START_SERVER", "") == "1",
         help="start Triton like `make serve`, on free loopback ports ($LOADTEST_START_SERVER=1)",
     )
-    target.add_argument(
-        "--server-variant",
-        choices=("auto", "tensorrt", "cpu"),
-        default=os.environ.get("TRITON_VARIANT", "auto"),
-        help="with --start-server: which server, as for `make serve` (default: auto; $TRITON_VARIANT)",
-    )
+    add_server_variant_argument(target)
     add_env_argument(
         target,
         "--wait-for-server",

@@ -44,6 +44,8 @@ from trt_plugin_kit.interface import (
     PROTOCOLS,
     SHARED_DIR,
     URL_SCHEMES,
+    VARIANT_ENV,
+    VARIANTS,
 )
 
 DEFAULT_PORTS = {"http": DEFAULT_HTTP_PORT, "grpc": DEFAULT_GRPC_PORT}
@@ -395,6 +397,16 @@ def add_protocol_argument(group: Any, *, mix: bool = False, default: str | None 
         metavar="{grpc,http}",
         help="protocol to talk to Triton with",
         shown="the --url scheme, else grpc" if default is None else None,
+    )
+
+
+def add_server_variant_argument(group: Any) -> None:
+    """--server-variant of the tools that can start a server of their own (--start-server)."""
+    group.add_argument(
+        "--server-variant",
+        choices=("auto", *VARIANTS),
+        default=os.environ.get(VARIANT_ENV, "auto"),
+        help=f"with --start-server: which server, as for `make serve` (default: auto; ${VARIANT_ENV})",
     )
 
 
