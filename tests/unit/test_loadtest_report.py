@@ -440,8 +440,8 @@ def test_a_bad_environment_value_is_a_usage_error_not_a_traceback(
 
 
 def test_every_option_names_the_variable_it_reads_and_its_default(monkeypatch):
-    """The help of an option says "(default: D; $VARIABLE)" (cli_options.add_env_argument writes it): D, set in
-    that very variable, gives the same value as no variable at all, and another value set there is read."""
+    """The help of an option says "(default: D; $VARIABLE)" (cli_options.add_env_argument writes it): D,
+    set in that very variable, gives the same value as no variable at all; another value set there is read."""
     import re
 
     checked = []
