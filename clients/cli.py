@@ -112,18 +112,38 @@ def _shared_memory_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _throughput_arguments(
-    parser: argparse.ArgumentParser, batch_size: int, concurrency: int, what: str
-) -> None:
+def _sending_arguments(parser: argparse.ArgumentParser, batch_size: int, what: str) -> None:
+    """--batch-size, --concurrency and the shared-memory flags of the commands that send data."""
     parser.add_argument(
         "--batch-size", type=_positive_int, default=batch_size, metavar="N", help=f"{what} per request"
     )
     parser.add_argument(
         "--concurrency",
         type=_positive_int,
-        default=concurrency,
+        default=4,
         metavar="N",
         help="requests in flight at the same time",
+    )
+    _shared_memory_arguments(parser)
+
+
+def _add_command(
+    commands: argparse._SubParsersAction,
+    common: argparse.ArgumentParser,
+    name: str,
+    *,
+    summary: str,
+    description: str,
+    examples: Sequence[str],
+) -> argparse.ArgumentParser:
+    """A sub-command with the connection flags, its one-line summary, a description and examples."""
+    return commands.add_parser(
+        name,
+        parents=[common],
+        formatter_class=_HelpFormatter,
+        help=summary,
+        description=_paragraph(description),
+        epilog="examples:\n" + "\n".join(f"  {example}" for example in examples),
     )
 
 
@@ -139,18 +159,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    infer = commands.add_parser(
+    infer = _add_command(
+        commands,
+        common,
         "infer",
-        parents=[common],
-        formatter_class=_HelpFormatter,
-        help="classify digit images (top-k with labels)",
-        description=_paragraph(
-            "Classify images: encoded PNG/JPEG bytes to mnist_pipeline, or with --raw preprocessed "
-            "tensors to mnist. Prints the top-k classes with their labels "
-            "(Triton's classification extension)."
+        summary="classify digit images (top-k with labels)",
+        description="Classify images: encoded PNG/JPEG bytes to mnist_pipeline, or with --raw preprocessed "
+        "tensors to mnist. Prints the top-k classes with their labels (Triton's classification extension).",
+        examples=(
+            "python -m clients infer digits/ --top-k 3",
+            "python -m clients infer --protocol http --raw 'digits/*.png' --json",
         ),
-        epilog="examples:\n  python -m clients infer digits/ --top-k 3\n"
-        "  python -m clients infer --protocol http --raw 'digits/*.png' --json",
     )
     infer.add_argument("images", nargs="+", metavar="IMAGE", help="image files, directories or glob patterns")
     infer.add_argument(
@@ -163,20 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--top-k", type=_positive_int, default=3, metavar="K", help="classes to show per image (at most 10)"
     )
     infer.add_argument("--json", action="store_true", help="print one JSON document instead of text")
-    _throughput_arguments(infer, batch_size=8, concurrency=4, what="images")
-    _shared_memory_arguments(infer)
+    _sending_arguments(infer, batch_size=8, what="images")
 
-    l2norm = commands.add_parser(
+    l2norm = _add_command(
+        commands,
+        common,
         "l2norm",
-        parents=[common],
-        formatter_class=_HelpFormatter,
-        help="L2-normalize vectors with the l2norm model",
-        description=_paragraph(
-            "Send vectors (rows of a .npy array, lines of a CSV file, or stdin) to the l2norm "
-            "model and print or save the normalized vectors."
+        summary="L2-normalize vectors with the l2norm model",
+        description="Send vectors (rows of a .npy array, lines of a CSV file, or stdin) to the l2norm "
+        "model and print or save the normalized vectors.",
+        examples=(
+            "python -m clients l2norm vectors.npy --output normalized.npy",
+            "echo '3,4' | python -m clients l2norm --protocol http",
         ),
-        epilog="examples:\n  python -m clients l2norm vectors.npy --output normalized.npy\n"
-        "  echo '3,4' | python -m clients l2norm --protocol http",
     )
     l2norm.add_argument(
         "source",
@@ -190,25 +208,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--output", metavar="FILE", help="write the normalized vectors to FILE (.npy or .csv)"
     )
     l2norm.add_argument("--json", action="store_true", help="print the vectors as JSON instead of CSV lines")
-    _throughput_arguments(l2norm, batch_size=16, concurrency=4, what="vectors")
-    _shared_memory_arguments(l2norm)
+    _sending_arguments(l2norm, batch_size=16, what="vectors")
 
     from clients.commands.evaluate import SPLITS
 
-    evaluate = commands.add_parser(
+    evaluate = _add_command(
+        commands,
+        common,
         "eval",
-        parents=[common],
-        formatter_class=_HelpFormatter,
-        help="accuracy, confusion matrix, throughput and latency on the MNIST dev digits",
-        description=_paragraph(
-            "Evaluate a deployment on the MNIST dev digits (IDX files that are not part of the repository: "
-            "../shared/data/mnist beside it, or --mnist-dir / $MNIST_DIR): through mnist_pipeline "
-            "(each digit PNG-encoded) or, with --raw, through mnist. Without the digits it stops with exit "
-            "code 7 and says where it looked. The last output line is `accuracy: <fraction>`."
+        summary="accuracy, confusion matrix, throughput and latency on the MNIST dev digits",
+        description="Evaluate a deployment on the MNIST dev digits (IDX files that are not part of the "
+        "repository: ../shared/data/mnist beside it, or --mnist-dir / $MNIST_DIR): through mnist_pipeline "
+        "(each digit PNG-encoded) or, with --raw, through mnist. Without the digits it stops with exit "
+        "code 7 and says where it looked. The last output line is `accuracy: <fraction>`.",
+        examples=(
+            "python -m clients eval",
+            "python -m clients eval --mnist-dir ~/data/mnist --split all",
+            "python -m clients eval --url http://127.0.0.1:8000 --raw --min-accuracy 0.97",
         ),
-        epilog="examples:\n  python -m clients eval\n"
-        "  python -m clients eval --mnist-dir ~/data/mnist --split all\n"
-        "  python -m clients eval --url http://127.0.0.1:8000 --raw --min-accuracy 0.97",
     )
     cli_options.add_mnist_dir_argument(evaluate, "to evaluate on")
     evaluate.add_argument("--raw", action="store_true", help="send preprocessed tensors to the mnist model")
@@ -234,22 +251,21 @@ def build_parser() -> argparse.ArgumentParser:
     )
     evaluate.add_argument("--report", metavar="FILE", help="also write the figures as JSON to FILE")
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _throughput_arguments(evaluate, batch_size=16, concurrency=4, what="digits")
-    _shared_memory_arguments(evaluate)
+    _sending_arguments(evaluate, batch_size=16, what="digits")
 
     from clients.contracts import CONTRACTS
 
-    health = commands.add_parser(
+    health = _add_command(
+        commands,
+        common,
         "health",
-        parents=[common],
-        formatter_class=_HelpFormatter,
-        help="server and model readiness, metadata, config vs. what the clients expect",
-        description=_paragraph(
-            "Check that the server answers and is ready, and that each model is ready and has the "
-            "tensors (names, dtypes, shapes) the clients send and read. Exit code 0 only if all is well."
+        summary="server and model readiness, metadata, config vs. what the clients expect",
+        description="Check that the server answers and is ready, and that each model is ready and has the "
+        "tensors (names, dtypes, shapes) the clients send and read. Exit code 0 only if all is well.",
+        examples=(
+            "python -m clients health",
+            "python -m clients health --protocol http --model mnist",
         ),
-        epilog="examples:\n  python -m clients health\n"
-        "  python -m clients health --protocol http --model mnist",
     )
     health.add_argument(
         "--model",

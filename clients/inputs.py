@@ -9,8 +9,10 @@ from __future__ import annotations
 import glob
 import io
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -23,12 +25,33 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".we
 # mnist_preprocess decodes these; other formats are re-encoded losslessly as PNG by the client.
 SERVER_FORMATS = serving_preprocess.ACCEPTED_FORMATS
 MAX_LISTED_ERRORS = 10
+T, R = TypeVar("T"), TypeVar("R")
 
 
 def _raise_listed(header: str, errors: list[str]) -> None:
     shown = errors[:MAX_LISTED_ERRORS]
     more = f"\n  ... and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
     raise BadInputError(header + "\n" + "\n".join(f"  - {e}" for e in shown) + more)
+
+
+def _all_or_listed(
+    function: Callable[[T], R],
+    items: Iterable[T],
+    header: Callable[[int], str],
+    errors: list[str] | None = None,
+) -> list[R]:
+    """function(item) for every item; when any raises BadInputError (or `errors` already holds some), one
+    BadInputError listing them all under header(number of errors), so that nothing half-checked is sent."""
+    errors = [] if errors is None else errors
+    results = []
+    for item in items:
+        try:
+            results.append(function(item))
+        except BadInputError as exc:
+            errors.append(str(exc))
+    if errors:
+        _raise_listed(header(len(errors)), errors)
+    return results
 
 
 # --------------------------------------------------------------------------------------------------- images
@@ -102,29 +125,15 @@ def read_image(path: Path) -> EncodedImage:
 def gather_images(arguments: list[str]) -> list[EncodedImage]:
     """Every image the arguments name, read and checked; one error listing all bad arguments and files."""
     paths, errors = _expand(arguments)
-    images = []
-    for path in paths:
-        try:
-            images.append(read_image(path))
-        except BadInputError as exc:
-            errors.append(str(exc))
-    if errors:
-        _raise_listed(f"{len(errors)} bad input(s), nothing was sent:", errors)
-    return images
+    return _all_or_listed(read_image, paths, lambda bad: f"{bad} bad input(s), nothing was sent:", errors)
 
 
 def read_images(paths: list[Path]) -> list[EncodedImage]:
-    images, errors = [], []
-    for path in paths:
-        try:
-            images.append(read_image(path))
-        except BadInputError as exc:
-            errors.append(str(exc))
-    if errors:
-        _raise_listed(
-            f"{len(errors)} of {len(paths)} inputs are not usable images (nothing was sent):", errors
-        )
-    return images
+    return _all_or_listed(
+        read_image,
+        paths,
+        lambda bad: f"{bad} of {len(paths)} inputs are not usable images (nothing was sent):",
+    )
 
 
 def preprocess_for_mnist(image: EncodedImage) -> np.ndarray:
@@ -138,15 +147,9 @@ def preprocess_for_mnist(image: EncodedImage) -> np.ndarray:
 
 def preprocess_all_for_mnist(images: list[EncodedImage]) -> list[np.ndarray]:
     """preprocess_for_mnist for every image; one error listing every image that has no usable digit."""
-    tensors, errors = [], []
-    for image in images:
-        try:
-            tensors.append(preprocess_for_mnist(image))
-        except BadInputError as exc:
-            errors.append(str(exc))
-    if errors:
-        _raise_listed(f"{len(errors)} image(s) cannot be preprocessed, nothing was sent:", errors)
-    return tensors
+    return _all_or_listed(
+        preprocess_for_mnist, images, lambda bad: f"{bad} image(s) cannot be preprocessed, nothing was sent:"
+    )
 
 
 def encode_png(digit: np.ndarray) -> bytes:

@@ -81,6 +81,18 @@ def git_commit() -> str:
         return "unknown"
 
 
+def measurement_record(stamp: datetime, server: str, command: str, argv: list[str] | None) -> dict:
+    """When, on which commit, server and machine, and with which command line a measurement was taken (the
+    head of BASELINE.md and QUEUE_SIGNAL.md)."""
+    return {
+        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": git_commit(),
+        "server": server,
+        "machine": machine_description(),
+        "command": " ".join([command, *(argv if argv is not None else sys.argv[1:])]),
+    }
+
+
 def cpu_busy_percent(seconds: float = 2.0) -> float | None:
     """Share of all cores busy over `seconds` (from /proc/stat). Sampled while the server under test is
     idle, just before a run, it shows how much other work the machine was doing."""
@@ -239,15 +251,13 @@ def main(argv: list[str] | None = None) -> int:
                     protocols={p: int(p == protocol) for p in PROTOCOLS},
                     mix={k: int(k == kind) for k in REQUEST_KINDS},
                 )
-                plan = RunPlan(
-                    location=location,
-                    workload=workload,
-                    users=users,
-                    spawn_rate=users,
-                    run_time=args.run_time,
-                    timeout_s=args.timeout,
+                plan = RunPlan.measurement(
+                    location,
+                    workload,
+                    users,
+                    args.run_time,
+                    args.timeout,
                     out_dir=reports_dir / f"users-{users}-{protocol}-{kind}",
-                    thresholds=report.Thresholds(),
                 )
                 busy = wait_until_quiet(args.quiet_below, args.quiet_wait)
                 summary = run_locust(plan, f"{index}/{len(grid)} {protocol} {kind} x{users}")
@@ -257,15 +267,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return EXIT_ERROR
 
-    info = {
-        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(),
-        "server": server,
-        "machine": machine_description(),
-        "command": " ".join(["python -m loadtests.baseline", *(argv if argv is not None else sys.argv[1:])]),
-        "quiet_below": args.quiet_below,
-        "quiet_wait": args.quiet_wait,
-    }
+    info = measurement_record(stamp, server, "python -m loadtests.baseline", argv)
+    info.update(quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
     chart = args.output.with_suffix(".png")
     report.plot_sweep(
         [(users, summary) for users, summary, _ in results], chart, "baseline: each request type alone"

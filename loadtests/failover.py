@@ -202,19 +202,17 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
                 30,
                 "HAProxy sees every replica healthy",
             )
-            plan = RunPlan(
-                location=ServerLocation("127.0.0.1", http_port, grpc_port),
-                workload=WorkloadConfig(
+            plan = RunPlan.measurement(
+                ServerLocation("127.0.0.1", http_port, grpc_port),
+                WorkloadConfig(
                     protocols=dict.fromkeys(PROTOCOLS, 1),
                     mix=dict.fromkeys(REQUEST_KINDS, 1),
                     retries=RETRIES,
                 ),
-                users=USERS,
-                spawn_rate=USERS,
-                run_time=f"{RUN_S}s",
-                timeout_s=10.0,
+                USERS,
+                f"{RUN_S}s",
+                10.0,
                 out_dir=run_dir / "loadtest",
-                thresholds=report.Thresholds(max_failure_ratio=0.0),
             )
             seen, stop = Observations(), threading.Event()
             start = time.monotonic()

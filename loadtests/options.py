@@ -12,7 +12,7 @@ from typing import Any
 
 from loadtests.workloads import REQUEST_KINDS, WorkloadConfig
 from trt_plugin_kit import cli_options
-from trt_plugin_kit.cli_options import converter, env_default, non_negative_int, parse_weights, positive_int
+from trt_plugin_kit.cli_options import non_negative_int, parse_weights, positive_int
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MIX = ",".join(f"{kind}=1" for kind in REQUEST_KINDS)
@@ -26,44 +26,34 @@ def add_workload_arguments(parser: Any) -> None:
     """--protocol, --mix, --batch-size, --l2norm-batch, --l2norm-dim, --timeout, --retries, --mnist-dir."""
     group = parser.add_argument_group("what the users send")
     cli_options.add_protocol_argument(group, mix=True)
-    group.add_argument(
+    cli_options.add_env_argument(
+        group,
         "--mix",
-        type=converter(request_mix),
-        default=env_default("LOADTEST_MIX", DEFAULT_MIX),
+        variable="LOADTEST_MIX",
+        default=DEFAULT_MIX,
+        convert=request_mix,
         metavar="MIX",
-        help=f"share of requests per kind ({', '.join(REQUEST_KINDS)}), e.g. mnist=3,l2norm=1 "
-        f"(default: {DEFAULT_MIX}; $LOADTEST_MIX)",
+        help=f"share of requests per kind ({', '.join(REQUEST_KINDS)}), e.g. mnist=3,l2norm=1",
     )
-    group.add_argument(
-        "--batch-size",
-        type=converter(positive_int),
-        default=env_default("LOADTEST_BATCH_SIZE", 8),
-        metavar="N",
-        help="digits per request to `mnist` (default: 8; $LOADTEST_BATCH_SIZE)",
-    )
-    group.add_argument(
-        "--l2norm-batch",
-        type=converter(positive_int),
-        default=env_default("LOADTEST_L2NORM_BATCH", 4),
-        metavar="N",
-        help="vectors per request to `l2norm` (default: 4; $LOADTEST_L2NORM_BATCH)",
-    )
-    group.add_argument(
-        "--l2norm-dim",
-        type=converter(positive_int),
-        default=env_default("LOADTEST_L2NORM_DIM", 128),
-        metavar="N",
-        help="vector length (default: 128; $LOADTEST_L2NORM_DIM)",
-    )
+    for flag, variable, default, what in (
+        ("--batch-size", "LOADTEST_BATCH_SIZE", 8, "digits per request to `mnist`"),
+        ("--l2norm-batch", "LOADTEST_L2NORM_BATCH", 4, "vectors per request to `l2norm`"),
+        ("--l2norm-dim", "LOADTEST_L2NORM_DIM", 128, "vector length"),
+    ):
+        cli_options.add_env_argument(
+            group, flag, variable=variable, default=default, convert=positive_int, metavar="N", help=what
+        )
     cli_options.add_timeout_argument(group, DEFAULT_TIMEOUT_S, "LOADTEST_TIMEOUT")
-    group.add_argument(
+    cli_options.add_env_argument(
+        group,
         "--retries",
-        type=converter(non_negative_int),
-        default=env_default("LOADTEST_RETRIES", 0),
+        variable="LOADTEST_RETRIES",
+        default=0,
+        convert=non_negative_int,
         metavar="N",
         help="times a request is sent again, on a new connection, after an error of the path to a server "
         "(connection refused, reset or closed; HTTP 502/503/504; gRPC UNAVAILABLE): inference is "
-        "idempotent. A wrong answer or a model's error is never retried (default: 0; $LOADTEST_RETRIES)",
+        "idempotent. A wrong answer or a model's error is never retried",
     )
     cli_options.add_mnist_dir_argument(
         group, "to send (without one and none in the default folder: the 10 sample digits of samples/digits/)"

@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from loadtests import report
-from loadtests.baseline import git_commit, machine_description, wait_until_quiet
+from loadtests.baseline import measurement_record, wait_until_quiet
 from loadtests.runner import (
     EXIT_ERROR,
     EXIT_PASSED,
@@ -152,15 +152,8 @@ def main(argv: list[str] | None = None) -> int:
             location = ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc)
             version = wait_for_server(location, list(REQUEST_KINDS), 30)
             for index, users in enumerate(user_counts, start=1):
-                plan = RunPlan(
-                    location=location,
-                    workload=workload,
-                    users=users,
-                    spawn_rate=users,
-                    run_time=args.run_time,
-                    timeout_s=10.0,
-                    out_dir=reports_dir / f"users-{users}",
-                    thresholds=report.Thresholds(),
+                plan = RunPlan.measurement(
+                    location, workload, users, args.run_time, 10.0, out_dir=reports_dir / f"users-{users}"
                 )
                 busy = wait_until_quiet(25.0, 120.0)
                 before = read_counters(server.metrics_url)
@@ -173,15 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     except (LoadTestError, ServingError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    info = {
-        "date": stamp.strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": git_commit(),
-        "server": f"{variant} variant, started as `make serve` starts it; Triton {version}",
-        "machine": machine_description(),
-        "command": " ".join(
-            ["python -m loadtests.queue_signal", *(argv if argv is not None else sys.argv[1:])]
-        ),
-    }
+    server = f"{variant} variant, started as `make serve` starts it; Triton {version}"
+    info = measurement_record(stamp, server, "python -m loadtests.queue_signal", argv)
     args.output.write_text(signal_markdown(points, info))
     print(f"written to {args.output}; Locust reports in {reports_dir}")
     return EXIT_PASSED

@@ -31,9 +31,9 @@ from loadtests.options import add_workload_arguments, locust_arguments, workload
 from loadtests.workloads import WorkloadConfig, digit_source
 from trt_plugin_kit.cli_options import (
     ServerLocation,
+    add_env_argument,
     add_server_location_arguments,
-    converter,
-    env_default,
+    add_server_variant_argument,
     fraction,
     non_negative_float,
     positive_seconds,
@@ -118,6 +118,20 @@ class RunPlan:
     out_dir: Path
     thresholds: report.Thresholds
     extra_info: dict = field(default_factory=dict)
+
+    @classmethod
+    def measurement(
+        cls,
+        location: ServerLocation,
+        workload: WorkloadConfig,
+        users: int,
+        run_time: str,
+        timeout_s: float,
+        out_dir: Path,
+    ) -> RunPlan:
+        """A run of the measuring tools (baseline, queue signal, failover): every user starts at once and
+        the default thresholds hold (no failed request; p99 reported, not judged)."""
+        return cls(location, workload, users, users, run_time, timeout_s, out_dir, report.Thresholds())
 
     def expected_request_names(self) -> list[str]:
         """Request types the run must show: those of protocols whose share of the users is at least one
@@ -325,66 +339,76 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("LOADTEST_START_SERVER", "") == "1",
         help="start Triton like `make serve`, on free loopback ports ($LOADTEST_START_SERVER=1)",
     )
-    target.add_argument(
-        "--server-variant",
-        choices=("auto", "tensorrt", "cpu"),
-        default=os.environ.get("TRITON_VARIANT", "auto"),
-        help="with --start-server: which server, as for `make serve` (default: auto; $TRITON_VARIANT)",
-    )
-    target.add_argument(
+    add_server_variant_argument(target)
+    add_env_argument(
+        target,
         "--wait-for-server",
-        type=converter(positive_seconds),
-        default=env_default("LOADTEST_WAIT_FOR_SERVER", 30.0),
+        variable="LOADTEST_WAIT_FOR_SERVER",
+        default=30.0,
+        convert=positive_seconds,
         metavar="SECONDS",
-        help="how long to wait for the server and models to be ready "
-        "(default: 30; $LOADTEST_WAIT_FOR_SERVER)",
+        help="how long to wait for the server and models to be ready",
     )
 
     load = parser.add_argument_group("load")
-    load.add_argument(
+    add_env_argument(
+        load,
         "--users",
-        type=converter(parse_user_counts),
-        default=env_default("LOADTEST_USERS", [4]),
+        variable="LOADTEST_USERS",
+        default=[4],
+        convert=parse_user_counts,
         metavar="N[,N...]",
-        help="concurrent users; a list (1,4,16) runs one test per count (default: 4; $LOADTEST_USERS)",
+        help="concurrent users; a list (1,4,16) runs one test per count",
     )
-    load.add_argument(
+    add_env_argument(
+        load,
         "--spawn-rate",
-        type=converter(non_negative_float),
-        default=env_default("LOADTEST_SPAWN_RATE", 0.0),
+        variable="LOADTEST_SPAWN_RATE",
+        default=0.0,
+        convert=non_negative_float,
         metavar="USERS/S",
-        help="users started per second; 0: all at once (default: 0; $LOADTEST_SPAWN_RATE)",
+        help="users started per second; 0: all at once",
     )
-    load.add_argument(
+    add_env_argument(
+        load,
         "--run-time",
-        type=converter(run_time),
-        default=env_default("LOADTEST_RUN_TIME", "60s"),
+        variable="LOADTEST_RUN_TIME",
+        default="60s",
+        convert=run_time,
         metavar="TIME",
-        help="per run: 30s, 2m, 1h30m (default: 60s; $LOADTEST_RUN_TIME)",
+        help="per run: 30s, 2m, 1h30m",
     )
     add_workload_arguments(parser)
 
     verdict = parser.add_argument_group("thresholds and reports")
-    verdict.add_argument(
+    add_env_argument(
+        verdict,
         "--max-failure-ratio",
-        type=converter(fraction),
-        default=env_default("LOADTEST_MAX_FAILURE_RATIO", 0.0),
+        variable="LOADTEST_MAX_FAILURE_RATIO",
+        default=0.0,
+        convert=fraction,
         metavar="FRACTION",
-        help="highest failed/total per request type and overall (default: 0; $LOADTEST_MAX_FAILURE_RATIO)",
+        help="highest failed/total per request type and overall",
     )
-    verdict.add_argument(
+    add_env_argument(
+        verdict,
         "--max-p99-ms",
-        type=converter(milliseconds),
-        default=env_default("LOADTEST_MAX_P99_MS", None),
+        variable="LOADTEST_MAX_P99_MS",
+        default=None,
+        convert=milliseconds,
         metavar="MS",
-        help="highest p99 response time per request type, ms (default: not judged; $LOADTEST_MAX_P99_MS)",
+        help="highest p99 response time per request type, ms",
+        shown="not judged",
     )
-    verdict.add_argument(
+    add_env_argument(
+        verdict,
         "--reports-dir",
-        type=Path,
-        default=env_default("LOADTEST_REPORTS_DIR", None),
+        variable="LOADTEST_REPORTS_DIR",
+        default=None,
+        convert=Path,
         metavar="DIR",
-        help="where reports go (default: reports/loadtest-<UTC time>/; $LOADTEST_REPORTS_DIR)",
+        help="where reports go",
+        shown="reports/loadtest-<UTC time>/",
     )
     return parser
 

@@ -97,12 +97,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     location.add_argument(
         "--start-server", action="store_true", help="start Triton like `make serve`, on free loopback ports"
     )
-    location.add_argument(
-        "--server-variant",
-        choices=("auto", "tensorrt", "cpu"),
-        default=os.environ.get("TRITON_VARIANT", "auto"),
-        help="with --start-server: which server, as for `make serve` (default: auto; $TRITON_VARIANT)",
-    )
+    cli_options.add_server_variant_argument(location)
     location.add_argument(
         "--server-pid", type=converter(positive_int), help="a running server's PID, for memory samples"
     )

@@ -41,13 +41,11 @@ from pathlib import Path
 
 import tomllib
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
-
-from loadtests import report  # noqa: E402
-from loadtests.failover import REPLICAS, FailoverFailed, run_failover  # noqa: E402
-from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR  # noqa: E402
-from trt_plugin_kit.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE  # noqa: E402
-from trt_plugin_kit.serving import EXPECTED_CPU_ERROR_LINES, free_port  # noqa: E402
+from loadtests import report
+from loadtests.failover import REPLICAS, FailoverFailed, run_failover
+from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
+from trt_plugin_kit.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
+from trt_plugin_kit.serving import EXPECTED_CPU_ERROR_LINES, free_port
 
 # Never the user's own project (`down -v` removes its volumes), and one per run: two runs on one Docker daemon
 # (two checkouts, CI beside a developer) must not take each other's containers down.

@@ -20,10 +20,8 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFilter
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO_ROOT))
-
-from trt_plugin_kit import cli_options, mnist  # noqa: E402
+from trt_plugin_kit import cli_options, mnist
+from trt_plugin_kit.interface import SAMPLES_DIR
 
 SEED = 5
 
@@ -102,7 +100,7 @@ def write_samples(output: Path, data_dir: Path | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write samples/digits/ from the MNIST dev data.")
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / "samples" / "digits")
+    parser.add_argument("--output", type=Path, default=SAMPLES_DIR)
     cli_options.add_mnist_dir_argument(parser, "to take the samples from")
     args = parser.parse_args(argv)
     for path in write_samples(args.output, args.mnist_dir):

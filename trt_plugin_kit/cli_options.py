@@ -44,6 +44,8 @@ from trt_plugin_kit.interface import (
     PROTOCOLS,
     SHARED_DIR,
     URL_SCHEMES,
+    VARIANT_ENV,
+    VARIANTS,
 )
 
 DEFAULT_PORTS = {"http": DEFAULT_HTTP_PORT, "grpc": DEFAULT_GRPC_PORT}
@@ -283,6 +285,39 @@ def endpoint_from_args(args: argparse.Namespace, default_protocol: str = "grpc")
 
 
 # ------------------------------------------------------------------------------------------- the options
+def _shown(default: Any) -> str:
+    if isinstance(default, float):
+        return f"{default:g}"
+    if isinstance(default, (list, tuple)):
+        return ",".join(str(item) for item in default)
+    return str(default)
+
+
+def add_env_argument(
+    group: Any,
+    flag: str,
+    *,
+    variable: str | None,
+    default: Any,
+    convert: Callable[[str], Any],
+    metavar: str,
+    help: str,
+    shown: str | None = None,
+) -> None:
+    """An option read from the command line, else from $variable (when set and not empty), else `default`.
+
+    `convert` checks the text of both (a bad value names the variable it came from); the help ends in
+    "(default: D; $VARIABLE)", D being `shown` or the default as a user would type it."""
+    where = f"; ${variable}" if variable else ""
+    group.add_argument(
+        flag,
+        type=converter(convert),
+        default=env_default(variable, default) if variable else default,
+        metavar=metavar,
+        help=f"{help} (default: {_shown(default) if shown is None else shown}{where})",
+    )
+
+
 def add_server_location_arguments(
     parser: argparse.ArgumentParser | argparse._ArgumentGroup,
     *,
@@ -303,24 +338,28 @@ def add_server_location_arguments(
         "address to bind (0.0.0.0: all interfaces)" if bind else "host name or address of the Triton server"
     )
     if host:
-        group.add_argument(
+        add_env_argument(
+            group,
             "--host",
-            type=converter(host_name),
-            default=env_default(HOST_ENV, DEFAULT_HOST),
+            variable=HOST_ENV,
+            default=DEFAULT_HOST,
+            convert=host_name,
             metavar="HOST",
-            help=f"{host_help} (default: {DEFAULT_HOST}; ${HOST_ENV})",
+            help=host_help,
         )
     ports = [("http", HTTP_PORT_ENV, DEFAULT_HTTP_PORT), ("grpc", GRPC_PORT_ENV, DEFAULT_GRPC_PORT)]
     if metrics:
         ports.append(("metrics", METRICS_PORT_ENV, DEFAULT_METRICS_PORT))
     names = {"http": "HTTP", "grpc": "gRPC", "metrics": "metrics (Prometheus)"}
     for name, variable, default in ports:
-        group.add_argument(
+        add_env_argument(
+            group,
             f"--{name}-port",
-            type=converter(port_number),
-            default=env_default(variable, default),
+            variable=variable,
+            default=default,
+            convert=port_number,
             metavar="PORT",
-            help=f"{names[name]} port (default: {default}; ${variable})",
+            help=f"{names[name]} port",
         )
     return group
 
@@ -338,32 +377,48 @@ def add_url_argument(group: Any) -> None:
 def add_protocol_argument(group: Any, *, mix: bool = False, default: str | None = None) -> None:
     """Clients: `--protocol grpc|http`. Load tests (`mix`): a list or a weighted mix, e.g. `http=3,grpc=1`."""
     if mix:
-        group.add_argument(
+        add_env_argument(
+            group,
             "--protocol",
-            type=converter(protocol_mix),
-            default=env_default(PROTOCOL_ENV, default or "http,grpc"),
+            variable=PROTOCOL_ENV,
+            default=default or "http,grpc",
+            convert=protocol_mix,
             metavar="MIX",
-            help=f"protocols to use: grpc, http, both (http,grpc) or a share of users per protocol such as "
-            f"http=3,grpc=1 (default: {default or 'http,grpc'}; ${PROTOCOL_ENV})",
+            help="protocols to use: grpc, http, both (http,grpc) or a share of users per protocol such as "
+            "http=3,grpc=1",
         )
         return
-    group.add_argument(
+    add_env_argument(
+        group,
         "--protocol",
-        type=converter(protocol_name),
-        default=env_default(PROTOCOL_ENV, default),
+        variable=PROTOCOL_ENV,
+        default=default,
+        convert=protocol_name,
         metavar="{grpc,http}",
-        help=f"protocol to talk to Triton with (default: the --url scheme, else grpc; ${PROTOCOL_ENV})",
+        help="protocol to talk to Triton with",
+        shown="the --url scheme, else grpc" if default is None else None,
+    )
+
+
+def add_server_variant_argument(group: Any) -> None:
+    """--server-variant of the tools that can start a server of their own (--start-server)."""
+    group.add_argument(
+        "--server-variant",
+        choices=("auto", *VARIANTS),
+        default=os.environ.get(VARIANT_ENV, "auto"),
+        help=f"with --start-server: which server, as for `make serve` (default: auto; ${VARIANT_ENV})",
     )
 
 
 def add_timeout_argument(group: Any, default: float, variable: str | None = None) -> None:
-    where = f"; ${variable}" if variable else ""
-    group.add_argument(
+    add_env_argument(
+        group,
         "--timeout",
-        type=converter(positive_seconds),
-        default=env_default(variable, default) if variable else default,
+        variable=variable,
+        default=default,
+        convert=positive_seconds,
         metavar="SECONDS",
-        help=f"seconds one request may take before it counts as failed (default: {default:g}{where})",
+        help="seconds one request may take before it counts as failed",
     )
 
 

@@ -58,6 +58,7 @@ PIPELINE_INPUT, PIPELINE_OUTPUT = "image_bytes", "probabilities"
 
 # Serving variants: the TensorRT engines with the plugin library, or the same interface on the CPU.
 VARIANTS = ("tensorrt", "cpu")
+VARIANT_ENV = "TRITON_VARIANT"  # the variant `make serve` and the tools that start a server pick
 CPU_MODEL_CONFIG_NAME = "cpu"
 
 # ---------------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from trt_plugin_kit.cli_options import add_server_location_arguments
+from trt_plugin_kit.interface import VARIANT_ENV, VARIANTS
 from trt_plugin_kit.serving import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -53,9 +54,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--variant",
-        choices=("auto", "tensorrt", "cpu"),
-        default=os.environ.get("TRITON_VARIANT", "auto"),
-        help="which model configurations to serve (default: auto-detect; env TRITON_VARIANT)",
+        choices=("auto", *VARIANTS),
+        default=os.environ.get(VARIANT_ENV, "auto"),
+        help=f"which model configurations to serve (default: auto-detect; env {VARIANT_ENV})",
     )
     # The same --host/--*-port flags and TRITON_* variables as the clients and load tests.
     add_server_location_arguments(parser, metrics=True, bind=True)

@@ -439,6 +439,27 @@ def test_a_bad_environment_value_is_a_usage_error_not_a_traceback(
     assert message in capsys.readouterr().err
 
 
+def test_every_option_names_the_variable_it_reads_and_its_default(monkeypatch):
+    """The help of an option says "(default: D; $VARIABLE)" (cli_options.add_env_argument writes it): D,
+    set in that very variable, gives the same value as no variable at all; another value set there is read."""
+    import re
+
+    checked = []
+    for action in runner.build_parser()._actions:
+        match = re.search(r"\(default: ([^;()]+); \$(\w+)\)$", action.help or "")
+        if not match or action.default is None:
+            continue
+        shown, variable = match.groups()
+        monkeypatch.delenv(variable, raising=False)
+        unset = getattr(runner.build_parser().parse_args([]), action.dest)
+        monkeypatch.setenv(variable, shown)
+        assert getattr(runner.build_parser().parse_args([]), action.dest) == unset, action.option_strings
+        checked.append(action.option_strings[0])
+    assert len(checked) >= 15, checked  # host, ports, workload, load and threshold options
+    monkeypatch.setenv("LOADTEST_L2NORM_DIM", "64")
+    assert runner.build_parser().parse_args([]).l2norm_dim == 64
+
+
 def test_a_named_mnist_folder_without_digits_stops_the_run(tmp_path, capsys):
     assert runner.main(["--mnist-dir", str(tmp_path)]) == runner.EXIT_ERROR
     err = capsys.readouterr().err
