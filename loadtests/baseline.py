@@ -40,7 +40,12 @@ from loadtests.runner import (
     wait_for_server,
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS
-from trt_plugin_kit.cli_options import ServerLocation, add_server_location_arguments, converter
+from trt_plugin_kit.cli_options import (
+    ServerLocation,
+    add_server_location_arguments,
+    add_server_variant_argument,
+    converter,
+)
 from trt_plugin_kit.serving import ServingError, choose_variant
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "BASELINE.md"
@@ -191,7 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--start-server", action="store_true", help="start Triton like `make serve` (free ports)"
     )
-    parser.add_argument("--server-variant", choices=("auto", "tensorrt", "cpu"), default="auto")
+    add_server_variant_argument(parser)
     parser.add_argument(
         "--users", type=converter(parse_user_counts), default=[1, 4, 16], help="user counts (1,4,16)"
     )

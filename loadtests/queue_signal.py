@@ -36,7 +36,7 @@ from loadtests.runner import (
     wait_for_server,
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
-from trt_plugin_kit.cli_options import ServerLocation
+from trt_plugin_kit.cli_options import ServerLocation, add_server_variant_argument
 from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "QUEUE_SIGNAL.md"
@@ -125,12 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--users", default="1,2,4,8,16,32", help="user counts, one run each (1,2,4,8,16,32)")
     parser.add_argument("--run-time", default="30s", help="per run (30s)")
-    parser.add_argument(
-        "--variant",
-        choices=("auto", "tensorrt", "cpu"),
-        default="auto",
-        help="server variant, as make serve picks it (auto: tensorrt on a GPU host)",
-    )
+    # --variant: this tool's earlier spelling, still accepted.
+    add_server_variant_argument(parser, "--variant", when="")
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT)
     parser.add_argument("--reports-dir", type=Path, default=None, help="Locust reports of every run")
     args = parser.parse_args(argv)
@@ -147,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         log_file = reports_dir / "server.log"
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        variant, _ = choose_variant(args.variant)
+        variant, _ = choose_variant(args.server_variant)
         with TritonServer(variant=variant, ports=Ports.free(), log_file=log_file) as server:
             location = ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc)
             version = wait_for_server(location, list(REQUEST_KINDS), 30)

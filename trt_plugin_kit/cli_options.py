@@ -400,13 +400,16 @@ def add_protocol_argument(group: Any, *, mix: bool = False, default: str | None 
     )
 
 
-def add_server_variant_argument(group: Any) -> None:
-    """--server-variant of the tools that can start a server of their own (--start-server)."""
+def add_server_variant_argument(group: Any, *aliases: str, when: str = "with --start-server: ") -> None:
+    """--server-variant of the tools that start a server of their own (always, or with --start-server);
+    `aliases`: older spellings of the same flag that still parse."""
     group.add_argument(
         "--server-variant",
+        *aliases,
+        dest="server_variant",
         choices=("auto", *VARIANTS),
         default=os.environ.get(VARIANT_ENV, "auto"),
-        help=f"with --start-server: which server, as for `make serve` (default: auto; ${VARIANT_ENV})",
+        help=f"{when}which server, as for `make serve` (default: auto; ${VARIANT_ENV})",
     )
 
 

@@ -639,3 +639,17 @@ def test_only_errors_of_the_path_are_retried():
     ]
     assert all(is_retryable(error) for error in retried)
     assert not any(is_retryable(error) for error in never)
+
+
+@pytest.mark.parametrize(
+    "module", ["loadtests", "loadtests.soak", "loadtests.baseline", "loadtests.queue_signal"]
+)
+def test_every_tool_that_starts_a_server_names_its_variant_alike(module):
+    """One flag name for one thing: --server-variant, from $TRITON_VARIANT like `make serve`'s --variant."""
+    result = subprocess.run(
+        [sys.executable, "-m", module, "--help"], capture_output=True, text=True, timeout=60, cwd=REPO_ROOT
+    )
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert "--server-variant {auto,tensorrt,cpu}" in text
+    assert "$TRITON_VARIANT" in text
