@@ -33,7 +33,7 @@ start=$(date +%s)
 echo "== build ($BUILD, TensorRT headers $INCLUDE); log: $LOGS/bench-build.log"
 if ! { cmake -S plugins -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DTENSORRT_INCLUDE_DIR="$INCLUDE" \
          ${CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS"} \
-       && cmake --build "$BUILD" -j "$(nproc)" --target plugin_bench; } >"$LOGS/bench-build.log" 2>&1; then
+       && cmake --build "$BUILD" -j "$(nproc)" --target plugin_bench pack_rows_probe; } >"$LOGS/bench-build.log" 2>&1; then
   tail -40 "$LOGS/bench-build.log"
   echo "gpu_bench: build FAILED"
   exit 1

@@ -544,8 +544,9 @@ cudaError_t launchPackRowsAs(void const* src, int64_t srcPitchBytes, void* dst, 
 
 //! The packed output seen as one run of 16-byte chunks, each assembled from 16 / sizeof(Unit) source units (a
 //! chunk may span two rows): 16-byte stores where the rows themselves (1000 bytes for 500 FP16 outputs) are
-//! not a multiple of 16. Measured on an H100 for [4096, 504] -> [4096, 500] FP16: 4.7 us against 5.2 us for
-//! the row kernel with 8-byte units (a plain 4 MB copy: 4.0 us).
+//! not a multiple of 16. Measured on an H100 for [4096, 504] -> [4096, 500] FP16: 4.5 us against 5.2 us for
+//! the row kernel with 8-byte units (a plain 4 MB copy: 4.0 us;
+//! plugins/benchmarks/probes/pack_rows_probe.cu).
 template <typename Unit>
 __global__ void packRowsFlatKernel(Unit const* __restrict__ src, int64_t srcPitchUnits,
                                    uint4* __restrict__ dst, int64_t unitsPerRow, int64_t chunks)

@@ -49,7 +49,7 @@ size_t paddedOutputReserve(int64_t rows, int64_t m, size_t elementBytes)
     size_t const wanted = static_cast<size_t>(rows) > FullyConnectedPlugin::kMaxPaddedOutputBytes / pitchBytes
                               ? FullyConnectedPlugin::kMaxPaddedOutputBytes
                               : static_cast<size_t>(rows) * pitchBytes;
-    return roundUp(std::min(wanted, FullyConnectedPlugin::kMaxPaddedOutputBytes), size_t{256});
+    return roundUp(wanted, size_t{256});
 }
 }  // namespace
 
@@ -71,7 +71,7 @@ void CublasLtHandle::release() noexcept
 }
 
 void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_t k, int64_t m,
-                       int64_t outputPitch, void const* bias, size_t workspaceLimit, int32_t rank)
+                       void const* bias, size_t workspaceLimit, int32_t rank)
 {
     release();
     cudaDataType_t const dataType = cudaType(type);
@@ -94,7 +94,7 @@ void MatmulPlan::build(cublasLtHandle_t handle, DataType type, int64_t n, int64_
     }
     checkCublas(cublasLtMatrixLayoutCreate(&mWeightsLayout, dataType, k, m, k), "layout W");
     checkCublas(cublasLtMatrixLayoutCreate(&mInputLayout, dataType, k, n, k), "layout X");
-    checkCublas(cublasLtMatrixLayoutCreate(&mOutputLayout, dataType, m, n, outputPitch), "layout Y");
+    checkCublas(cublasLtMatrixLayoutCreate(&mOutputLayout, dataType, m, n, m), "layout Y");
 
     cublasLtMatmulPreference_t preference = nullptr;
     checkCublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
@@ -305,7 +305,7 @@ void FullyConnectedPlugin::buildPlan(int64_t n)
         }
     }
     // A padded product computes all mOutputPitch outputs (the weight rows beyond M are zeros).
-    mPlan.build(mHandle.get(), mUploadedType, n, mK, mOutputPitch, mOutputPitch, deviceBias(),
+    mPlan.build(mHandle.get(), mUploadedType, n, mK, mOutputPitch, deviceBias(),
                 kWorkspaceLimits[index / kCandidatesPerLimit], index % kCandidatesPerLimit);
     mPlannedN = n;
 }

@@ -41,10 +41,9 @@ public:
     MatmulPlan& operator=(MatmulPlan const&) = delete;
     ~MatmulPlan() { release(); }
     //! Picks the `rank`-th (0-based) of cuBLASLt's heuristic candidates for a workspace of at most
-    //! `workspaceLimit` bytes, the last one if there are fewer. The output's rows are `outputPitch` elements
-    //! apart (m, or more for the padded-output tactics).
+    //! `workspaceLimit` bytes, the last one if there are fewer. The output's rows are m elements apart.
     void build(cublasLtHandle_t handle, nvinfer1::DataType type, int64_t n, int64_t k, int64_t m,
-               int64_t outputPitch, void const* bias, size_t workspaceLimit, int32_t rank);
+               void const* bias, size_t workspaceLimit, int32_t rank);
     void release() noexcept;
     cublasStatus_t run(cublasLtHandle_t handle, void const* weights, void const* x, void* y, void* workspace,
                        size_t workspaceBytes, cudaStream_t stream) const;
