@@ -56,6 +56,13 @@ INT8_SCALES_PATH = MODELS_DIR / "lenet5_mnist_int8_scales.json"
 L2NORM_EPS = 1e-12
 L2NORM_MAX_DIM = 4096  # longest vector the TensorRT engines are built for (optimization profile)
 INT8_MAX = 127.0
+# Calibrated scales are kept to this many significant digits. The activations' max-abs comes out of float32
+# convolutions whose sums the CPU's BLAS orders as it likes, so it differs by an ulp or two between processors
+# (AMD vs Intel kernels, thread counts); rounded, the scale is the same on every machine except in the rare
+# case of a max-abs within a few ulps of a rounding boundary. Rounding to nearest moves the max-abs at most
+# 0.05 % of a step from 127, which INT8's own rounding absorbs: nothing clips and no other value moves by
+# more than 0.03 of a step.
+SCALE_SIGNIFICANT_DIGITS = 4
 
 
 def _float_list(array: np.ndarray) -> list[float]:
@@ -322,7 +329,8 @@ def _pool_mode(node: onnx.NodeProto) -> str:
 def calibrate_pool_scales(
     model: onnx.ModelProto, calibration_inputs: dict[str, np.ndarray]
 ) -> dict[str, dict]:
-    """INT8 scales of every pool from calibration data: ``scale = max|activation| / 127``.
+    """INT8 scales of every pool from calibration data: ``scale = max|activation| / 127``, rounded by
+    ``round_scale`` so that every processor computes the same file.
 
     Runs ``model`` (FP32, either flavour) with the NumPy evaluator and measures each pool's input. A max pool
     reuses the input scale for its output (the max of int8 values needs no requantization); an average pool
@@ -349,10 +357,15 @@ def calibrate_pool_scales(
             "input": node.input[0],
             "output": node.output[0],
             "mode": mode,
-            "input_scale": float(np.float32(input_range / INT8_MAX)),
-            "output_scale": float(np.float32(output_range / INT8_MAX)),
+            "input_scale": round_scale(input_range / INT8_MAX),
+            "output_scale": round_scale(output_range / INT8_MAX),
         }
     return scales
+
+
+def round_scale(scale: float) -> float:
+    """``scale`` to ``SCALE_SIGNIFICANT_DIGITS`` significant digits (see there for why)."""
+    return float(f"{scale:.{SCALE_SIGNIFICANT_DIGITS}g}")
 
 
 def to_int8(model: onnx.ModelProto, scales: dict[str, dict]) -> onnx.ModelProto:
@@ -502,8 +515,8 @@ def _main(argv: list[str] | None = None) -> int:
     calibration = {mnist.INPUT_NAME: mnist.to_tensor(split.validation_images)}
     scales = calibrate_pool_scales(models[("mnist", "plugin")], calibration)
     record = {
-        "method": "max-abs of each pool's input over the validation digits / 127; max pools reuse it "
-        "for their output",
+        "method": "max-abs of each pool's input over the validation digits / 127, to "
+        f"{SCALE_SIGNIFICANT_DIGITS} significant digits; max pools reuse it for their output",
         "calibration_data": f"{len(split.validation_images)} validation digits (mnist.load_split)",
         "weights": args.weights.name,
         "pools": scales,
