@@ -36,6 +36,7 @@ from trt_plugin_kit.serving import (
     MODEL_NAMES,
     MODEL_REPOSITORY,
     Ports,
+    EDGE_MODES,
     ServingError,
     TritonServer,
     choose_variant,
@@ -72,12 +73,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--log-verbose", type=int, default=0, help="Triton's verbose log level (0 = off)")
     parser.add_argument("--ready-timeout", type=float, default=300.0, help="seconds to wait for readiness")
     parser.add_argument(
-        "--http-guard",
-        choices=("auto", "on", "off"),
-        default="auto",
-        help="validating front on the HTTP port (auto: for tritonserver releases before 2.68, whose JSON "
-        "path trusts declared shapes; see docs/SECURITY.md)",
+        "--edge",
+        choices=EDGE_MODES,
+        default="on",
+        help="on (default): the edge holds the public ports and tritonserver listens on private sockets "
+        "only (docs/SECURITY.md); off: tritonserver on the public ports, for measuring the edge's cost only",
     )
+    # The first hardening round's flag: --http-guard off is --edge off; auto and on are the edge.
+    parser.add_argument("--http-guard", choices=("auto", "on", "off"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--restart",
         choices=("always", "never"),
@@ -110,7 +113,7 @@ def make_server(args: argparse.Namespace, variant: str) -> TritonServer:
         log_verbose=args.log_verbose,
         plugin_library=args.plugin_library,
         extra_args=args.tritonserver_args,
-        http_guard=args.http_guard,
+        edge="off" if args.http_guard == "off" else args.edge,
     )
 
 
@@ -171,24 +174,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def print_banner(server: TritonServer, host: str) -> None:
-    guard = (
-        "on: inference requests are checked before this tritonserver sizes buffers from their shapes"
+    edge = (
+        f"on: every request is checked and re-encoded; tritonserver listens on {server.isolation}"
         if server.guarded
-        else "off: this tritonserver checks declared shapes itself, or --http-guard off"
+        else "OFF (--edge off): tritonserver itself on the public ports; for measurements, not for clients"
     )
     lines = [
         "",
         "Triton Inference Server is ready.",
         f"  variant:  {server.describe_variant()}",
         f"  HTTP:     http://{server.http_url}",
-        f"            HTTP guard {guard}",
+        f"  edge:     {edge}",
         f"  gRPC:     {server.grpc_url}",
         f"  metrics:  {server.metrics_url}",
         f"  models:   {', '.join(MODEL_NAMES)}",
         f"  bound to: {host}" + ("" if host not in ("0.0.0.0", "::") else " (all interfaces)"),
         f"  admin APIs (model repository, shared memory, trace, logging) need the header '{ADMIN_HEADER}' "
         f"with ${ADMIN_KEY_ENV}; "
-        + ("open to that key." if os.environ.get(ADMIN_KEY_ENV) else "closed: it is unset."),
+        + ("open to that key." if server.admin_key else "closed: it is unset."),
         "  supervised: a server that dies is restarted (back-off 1 s .. 30 s).",
     ]
     if server.variant == "cpu":

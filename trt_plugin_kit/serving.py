@@ -30,6 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trt_plugin_kit.cli_options import ServerLocation
+from trt_plugin_kit.edge import limits as edge_limits
+from trt_plugin_kit.edge.app import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
+from trt_plugin_kit.edge.upstream import socket_paths
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -60,15 +63,16 @@ from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the servi
     system_triton_python_path,
 )
 
-# Largest HTTP request body accepted: --http-max-input-size where Triton has it (>= 25.05), the HTTP guard
-# in front of older ones. Bigger than mnist_preprocess's per-image limit so that those get the model's error.
-HTTP_MAX_INPUT_BYTES = 32 * 1024 * 1024
+# Largest request accepted (HTTP body after decompression, gRPC message): the edge's limit, also given to
+# Triton as --http-max-input-size where it has it (>= 25.05). Bigger than mnist_preprocess's per-image limit
+# so that those get the model's error.
+HTTP_MAX_INPUT_BYTES = edge_limits.MAX_REQUEST_BYTES
 # First Triton release whose HTTP JSON path checks declared shapes before allocating (server PR #8676,
-# NGC 26.04). Older servers get the validating front of trt_plugin_kit.http_guard.
+# NGC 26.04). The edge stands in front of every release; this only tells which ones are exposed without it.
 HTTP_JSON_FIXED_VERSION = (2, 68, 0)
-# When no admin key is configured the restricted APIs are closed with a key no client can send: HTTP header
-# and gRPC metadata values cannot contain a line break. It shows in `ps` as what it is, not as a secret.
-CLOSED_ADMIN_KEY = "closed\n(no TRITON_ADMIN_KEY was set)"
+# `--edge`: on (default), the edge holds the public ports and tritonserver listens on private Unix sockets;
+# off, tritonserver on the public ports itself (for measuring the edge's cost; never for clients).
+EDGE_MODES = ("on", "off")
 # Lines a CPU start always logs at level E: Triton's GPU-enabled core probes CUDA and finds no driver
 # (CudaBlockManager, and a CUDA stream for the ensemble). No flag turns the probes off; they are harmless.
 EXPECTED_CPU_ERROR_LINES = (
@@ -241,7 +245,7 @@ class TritonServer:
         admin_key: str | None = None,
         exit_timeout_s: int = 15,
         extra_args: Sequence[str] = (),
-        http_guard: str = "auto",
+        edge: str = "on",
     ):
         if variant not in VARIANTS:
             raise ServingError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
@@ -252,13 +256,18 @@ class TritonServer:
         self.log_file = log_file
         self.log_verbose = log_verbose
         self.plugin_library = plugin_library
-        # Without a configured key the restricted APIs are closed to everyone (see CLOSED_ADMIN_KEY).
-        self.admin_key = admin_key or os.environ.get(ADMIN_KEY_ENV) or CLOSED_ADMIN_KEY
-        if http_guard not in ("auto", "on", "off"):
-            raise ServingError(f"http_guard must be auto, on or off, not {http_guard!r}")
-        self.http_guard = http_guard
-        self.guard_process: subprocess.Popen | None = None
-        self._triton_http_port = self.ports.http  # Triton's own HTTP port: private when the guard runs
+        # The operator's key ($TRITON_ADMIN_KEY): what a client must send for the restricted APIs. None: they
+        # are closed to everybody. tritonserver itself gets a random key per start that is never printed
+        # (with the edge on, only the edge sends it; the operator's key reaches no command line).
+        self.admin_key = admin_key or os.environ.get(ADMIN_KEY_ENV) or None
+        self._internal_key = secrets.token_urlsafe(32)
+        if edge not in EDGE_MODES:
+            raise ServingError(f"edge must be one of {', '.join(EDGE_MODES)}, not {edge!r}")
+        self.edge = edge
+        self.edge_process: subprocess.Popen | None = None
+        self.socket_dir: Path | None = None
+        self.isolation = ""  # how tritonserver is kept from every process but the edge (for the banner)
+        self._stub_pids: dict[int, str] = {}
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(4)}_"
         # How long Triton waits at shutdown for in-flight requests and open client connections.
         self.exit_timeout_s = exit_timeout_s
@@ -310,50 +319,45 @@ class TritonServer:
         self._workdir = Path(tempfile.mkdtemp(prefix="trt_plugin_kit_triton_"))
         try:
             binary, env, variant_args = self._prepare_variant()
-            if self.needs_http_guard(binary):
-                self._triton_http_port = free_port("127.0.0.1")
+            prefix = []
+            if self.guarded:
+                self.socket_dir = self._workdir / "sockets"
+                self.socket_dir.mkdir(mode=0o700)
+                prefix, self.isolation = network_isolation()
             self.command = [str(binary), *self._common_args(supported_options(binary, env)), *variant_args]
-            self.command += self.extra_args
+            self.command = prefix + self.command + self.extra_args
             if self.log_file is not None:
                 self.log_file.parent.mkdir(parents=True, exist_ok=True)
                 self._log_handle = open(self.log_file, "ab")  # noqa: SIM115 - closed in stop()
             self.process = self._spawn(self.command, env)
             if self.guarded:
-                self._start_http_guard()
+                self._start_edge()
         except BaseException:
             self.stop()
             raise
 
     @property
-    def triton_http_url(self) -> str:
-        """Triton's own HTTP endpoint: the private one behind the guard (for tests and measurements)."""
-        return f"127.0.0.1:{self._triton_http_port}" if self.guarded else self.http_url
-
-    @property
     def guarded(self) -> bool:
-        """Whether the public HTTP port is the validating front (trt_plugin_kit.http_guard)."""
-        return self._triton_http_port != self.ports.http
+        """Whether the public ports are the edge's (trt_plugin_kit.edge) and tritonserver's are private."""
+        return self.edge == "on"
 
-    def needs_http_guard(self, binary: Path) -> bool:
-        if self.http_guard != "auto":
-            return self.http_guard == "on"
-        version = triton_version(binary)
-        return version is None or version < HTTP_JSON_FIXED_VERSION
-
-    def _start_http_guard(self) -> None:
+    def _start_edge(self) -> None:
         command = [
             sys.executable,
             "-m",
-            "trt_plugin_kit.http_guard",
-            f"--listen={self.host}:{self.ports.http}",
-            f"--upstream=127.0.0.1:{self._triton_http_port}",
-            f"--max-input-bytes={HTTP_MAX_INPUT_BYTES}",
+            "trt_plugin_kit.edge",
+            f"--http={self.host}:{self.ports.http}",
+            f"--grpc={self.host}:{self.ports.grpc}",
+            f"--metrics={self.host}:{self.ports.metrics}",
+            f"--socket-dir={self.socket_dir}",
         ]
-        env = dict(
-            os.environ,
-            PYTHONPATH=os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
-        )
-        self.guard_process = self._spawn(command, env)
+        # Keys by environment (readable by this user only), never on a command line.
+        env = {k: v for k, v in os.environ.items() if k != ADMIN_KEY_ENV}
+        env[INTERNAL_KEY_ENV] = self._internal_key
+        if self.admin_key:
+            env[ADMIN_KEY_ENV] = self.admin_key
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))
+        self.edge_process = self._spawn(command, env)
 
     def _spawn(self, command: list[str], env: dict[str, str]) -> subprocess.Popen:
         # Own session: a Ctrl-C in the terminal reaches only the launcher, which then shuts the server
@@ -399,34 +403,59 @@ class TritonServer:
         return probe.tritonserver, env, []
 
     def _common_args(self, help_text: str) -> list[str]:
+        if self.guarded:
+            # Unix sockets in a 0700 folder: no TCP port at all; the edge is the one client.
+            paths = socket_paths(self.socket_dir)
+            endpoints = [
+                f"--http-address={paths['http_flag']}",
+                "--http-port=0",
+                f"--grpc-address={paths['grpc_flag']}",
+                "--grpc-port=0",
+                f"--metrics-address={paths['metrics_flag']}",
+                "--metrics-port=0",
+            ]
+        else:
+            endpoints = [
+                f"--http-address={self.host}",
+                f"--http-port={self.ports.http}",
+                f"--grpc-address={self.host}",
+                f"--grpc-port={self.ports.grpc}",
+                f"--metrics-address={self.host}",
+                f"--metrics-port={self.ports.metrics}",
+            ]
         args = [
             f"--model-repository={self.model_repository}",
             *HARDENED_FLAGS,
-            # Behind the HTTP guard Triton's own HTTP port is private to this machine.
-            f"--http-address={'127.0.0.1' if self.guarded else self.host}",
-            f"--http-port={self._triton_http_port}",
-            f"--grpc-address={self.host}",
-            f"--grpc-port={self.ports.grpc}",
-            f"--metrics-address={self.host}",
-            f"--metrics-port={self.ports.metrics}",
+            *endpoints,
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
         ]
-        args += restricted_api_flags(self.admin_key, help_text)
+        # Behind the edge only the edge knows tritonserver's key; without it, the operator's key (if any) or
+        # the random one, which nobody knows.
+        triton_key = self._internal_key if self.guarded else (self.admin_key or self._internal_key)
+        args += restricted_api_flags(triton_key, help_text)
         if "--http-max-input-size" in help_text:
             args.append(f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}")
         return args
 
     def is_running(self) -> bool:
-        guard_alive = self.guard_process is None or self.guard_process.poll() is None
-        return self.process is not None and self.process.poll() is None and guard_alive
+        return self.exit_reason() is None and self.process is not None
 
     def exit_reason(self) -> str | None:
-        """None while everything runs; else which process ended and how (signal names spelt out)."""
-        for name, process in (("tritonserver", self.process), ("the HTTP guard", self.guard_process)):
-            if process is not None and process.poll() is not None:
-                return f"{name} {describe_returncode(process.returncode)}"
+        """None while everything runs; else which process ended and how (signal names spelt out), or which
+        model's Python backend stub died (tritonserver keeps running without it, the model unanswered)."""
+        if self.process is not None and self.process.poll() is not None:
+            return f"tritonserver {describe_returncode(self.process.returncode)}"
+        if self.edge_process is not None and self.edge_process.poll() is not None:
+            code = self.edge_process.returncode
+            why = {EXIT_MODEL_DOWN: " (a model stopped answering)", EXIT_NEVER_READY: " (tritonserver never ready)"}
+            return f"the edge {describe_returncode(code)}{why.get(code, '')}"
+        if self._stub_pids and self.process is not None:
+            alive = python_backend_stubs(self.process.pid)
+            for pid, instance in self._stub_pids.items():
+                if pid not in alive:
+                    return f"the Python backend stub of model instance {instance!r} died"
         return None
 
     def wait_for_exit(self, poll_s: float = 0.5) -> str:
@@ -468,6 +497,9 @@ class TritonServer:
         # The Python backend creates its regions while models load, mode 0644 whatever the umask
         # (Boost.Interprocess sets it): make tensors in transit the owner's only.
         restrict_shared_memory(self.shm_prefix)
+        # From now on a stub that dies is a model that no longer answers (Triton 2.51 does not restart it and
+        # keeps reporting the model ready): exit_reason() watches them.
+        self._stub_pids = python_backend_stubs(self.process.pid)
 
     def stop(self) -> None:
         """SIGTERM (Triton drains in-flight requests), then SIGKILL the process group if it hangs.
@@ -475,9 +507,10 @@ class TritonServer:
         Also removes the Python backend's shared-memory regions of this server, which a server that died
         (or whose stubs were killed) leaves in /dev/shm.
         """
-        guard, self.guard_process = self.guard_process, None
-        if guard is not None:
-            _terminate(guard, timeout_s=5)
+        self._stub_pids = {}
+        edge, self.edge_process = self.edge_process, None
+        if edge is not None:
+            _terminate(edge, timeout_s=5)
         process, self.process = self.process, None
         if process is not None:
             _terminate(process, timeout_s=self.exit_timeout_s + 15)
@@ -491,7 +524,7 @@ class TritonServer:
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
-        self._triton_http_port = self.ports.http
+        self.socket_dir = None
 
 
 def _terminate(process: subprocess.Popen, timeout_s: float) -> None:
@@ -541,3 +574,45 @@ def triton_version(tritonserver: Path) -> tuple[int, ...] | None:
         return tuple(int(part) for part in text.split(".")[:3])
     except (OSError, ValueError):
         return None
+
+
+def python_backend_stubs(triton_pid: int) -> dict[int, str]:
+    """{pid: model instance} of the Python backend stubs tritonserver ``triton_pid`` runs (from /proc)."""
+    stubs = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            if parent != triton_pid or "triton_python" not in stat.split(")", 1)[0]:
+                continue
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError, IndexError):
+            continue
+        # triton_python_backend_stub <model path> <shm region> ... <instance name> ...
+        instance = next((a.decode() for a in arguments[1:] if a and b"_0" in a and b"/" not in a), "?")
+        stubs[int(entry.name)] = instance
+    return stubs
+
+
+def network_isolation() -> tuple[list[str], str]:
+    """A command prefix that runs tritonserver in a network namespace of its own, and what it achieves.
+
+    tritonserver listens on Unix sockets only; inside its own network namespace it cannot open or accept a
+    TCP connection either. Root can create one directly; others through a user namespace where the kernel
+    allows it. Docker's default seccomp profile forbids both: the container's own network namespace then
+    plays the part (nothing outside the container reaches its loopback).
+    """
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return [], "Unix sockets in a 0700 folder (no unshare command for a network namespace)"
+    candidates = ([[unshare, "--net"]] if os.geteuid() == 0 else []) + [
+        [unshare, "--user", "--map-current-user", "--net"]
+    ]
+    for prefix in candidates:
+        result = subprocess.run([*prefix, "true"], capture_output=True, text=True, timeout=10, check=False)
+        if result.returncode == 0:
+            return prefix, "Unix sockets in a 0700 folder, inside a network namespace of its own"
+        reason = result.stderr.strip().splitlines()[-1:] or ["refused"]
+    return [], f"Unix sockets in a 0700 folder (no network namespace here: {reason[0]})"

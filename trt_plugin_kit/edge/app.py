@@ -1,0 +1,111 @@
+"""The edge process: public HTTP, gRPC and metrics ports in front of a tritonserver on private sockets.
+
+Run by trt_plugin_kit.serving.TritonServer (``python -m trt_plugin_kit.edge ...``). Keys come from the
+environment, never the command line (other users can read command lines): $TRITON_ADMIN_KEY, the
+operator's key a client must send for the restricted APIs (unset: they are closed), and
+$TRT_PLUGIN_KIT_INTERNAL_KEY, the random per-start key tritonserver was given, which only this process
+sends. Exit codes: 0 stopped, 3 a model stopped answering (the supervisor restarts tritonserver), 4
+tritonserver never became ready.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+
+from aiohttp import web
+
+from trt_plugin_kit.edge import limits
+from trt_plugin_kit.edge.grpc_front import GrpcFront
+from trt_plugin_kit.edge.http_front import HttpFront, metrics_handler
+from trt_plugin_kit.edge.upstream import Upstream
+from trt_plugin_kit.interface import ADMIN_KEY_ENV
+
+log = logging.getLogger("trt_plugin_kit.edge")
+INTERNAL_KEY_ENV = "TRT_PLUGIN_KIT_INTERNAL_KEY"
+EXIT_MODEL_DOWN = 3
+EXIT_NEVER_READY = 4
+
+
+def _endpoint(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+async def serve(args: argparse.Namespace) -> int:
+    upstream = Upstream(args.socket_dir, os.environ[INTERNAL_KEY_ENV])
+    admin_key = os.environ.get(ADMIN_KEY_ENV) or None
+    state = {"why_not_ready": "tritonserver is starting", "exit": 0}
+    stop = asyncio.Event()
+
+    def ready() -> str | None:
+        return state["why_not_ready"]
+
+    def model_down(model: str, reason: str) -> None:
+        state["why_not_ready"] = f"model {model!r} stopped answering"
+        state["exit"] = EXIT_MODEL_DOWN
+        print(f"edge: model {model!r} stopped answering ({reason}); exiting so that it is restarted",
+              file=sys.stderr, flush=True)
+        stop.set()
+
+    upstream.on_model_down = model_down
+    await upstream.open()
+    http_front = HttpFront(upstream, admin_key, ready)
+    grpc_front = GrpcFront(upstream, admin_key, ready)
+    await grpc_front.open()
+
+    http_host, http_port = _endpoint(args.http)
+    http_runner = web.ServerRunner(http_front.server())
+    await http_runner.setup()
+    await web.TCPSite(http_runner, http_host, http_port, backlog=limits.MAX_HTTP_CONNECTIONS).start()
+    metrics_host, metrics_port = _endpoint(args.metrics)
+    metrics_runner = web.ServerRunner(
+        web.Server(lambda request: metrics_handler(upstream, request), keepalive_timeout=limits.HEADER_TIMEOUT_S)
+    )
+    await metrics_runner.setup()
+    await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
+    grpc_server = grpc_front.server()
+    grpc_host, grpc_port = _endpoint(args.grpc)
+    bound = grpc_server.add_insecure_port(f"[{grpc_host}]:{grpc_port}" if ":" in grpc_host else args.grpc)
+    if bound != grpc_port:
+        raise OSError(f"gRPC port {args.grpc} is not free")
+    await grpc_server.start()
+
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        try:
+            await asyncio.wait_for(upstream.load_models(args.ready_timeout), args.ready_timeout + 5)
+            state["why_not_ready"] = None
+        except (TimeoutError, asyncio.TimeoutError, OSError) as error:
+            print(f"edge: {error}", file=sys.stderr, flush=True)
+            state["exit"] = EXIT_NEVER_READY
+            stop.set()
+        await stop.wait()
+    finally:
+        await grpc_server.stop(grace=1)
+        await http_runner.cleanup()
+        await metrics_runner.cleanup()
+        await grpc_front.close()
+        await upstream.close()
+    return state["exit"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m trt_plugin_kit.edge", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--http", required=True, help="HOST:PORT of the public HTTP port")
+    parser.add_argument("--grpc", required=True, help="HOST:PORT of the public gRPC port")
+    parser.add_argument("--metrics", required=True, help="HOST:PORT of the public metrics port")
+    parser.add_argument("--socket-dir", type=Path, required=True, help="tritonserver's private sockets")
+    parser.add_argument("--ready-timeout", type=float, default=300.0)
+    args = parser.parse_args(argv)
+    if INTERNAL_KEY_ENV not in os.environ:
+        parser.error(f"${INTERNAL_KEY_ENV} must hold the key tritonserver was started with")
+    logging.basicConfig(level=logging.WARNING, format="edge: %(message)s", stream=sys.stderr)
+    return asyncio.run(serve(args))

@@ -1,0 +1,278 @@
+"""The edge's gRPC side: inference.GRPCInferenceService, method by method, under the HTTP side's rules.
+
+gRPC core (C) does the HTTP/2 framing and refuses a message longer than limits.MAX_GRPC_MESSAGE_BYTES
+from its length prefix, before buffering it. Every request is parsed into its protobuf message here; an
+inference request becomes a trt_plugin_kit.edge.tensors.InferRequest, is checked against the model, and is
+re-encoded into a fresh message (typed ``contents`` become ``raw_input_contents``; unknown fields and client
+metadata are dropped). Responses come back from tritonserver as bytes and are passed on unparsed.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+
+import grpc
+import numpy as np
+from tritonclient.grpc import service_pb2 as pb
+
+from trt_plugin_kit.edge import limits
+from trt_plugin_kit.edge.tensors import (
+    NAME,
+    VERSION,
+    InferRequest,
+    InputTensor,
+    OutputRequest,
+    Refused,
+    check_request,
+    serialize_bytes_elements,
+)
+from trt_plugin_kit.edge.upstream import Upstream
+from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
+
+log = logging.getLogger("trt_plugin_kit.edge")
+SERVICE = "inference.GRPCInferenceService"
+
+# InferTensorContents field -> (datatypes it may carry, numpy type of the raw encoding)
+_CONTENTS = {
+    "BOOL": ("bool_contents", np.bool_),
+    "INT8": ("int_contents", np.int8),
+    "INT16": ("int_contents", np.int16),
+    "INT32": ("int_contents", np.int32),
+    "INT64": ("int64_contents", np.int64),
+    "UINT8": ("uint_contents", np.uint8),
+    "UINT16": ("uint_contents", np.uint16),
+    "UINT32": ("uint_contents", np.uint32),
+    "UINT64": ("uint64_contents", np.uint64),
+    "FP32": ("fp32_contents", np.float32),
+    "FP64": ("fp64_contents", np.float64),
+}
+_PUBLIC = {
+    "ServerLive": (pb.ServerLiveRequest, None),
+    "ServerReady": (pb.ServerReadyRequest, None),
+    "ModelReady": (pb.ModelReadyRequest, "name"),
+    "ServerMetadata": (pb.ServerMetadataRequest, None),
+    "ModelMetadata": (pb.ModelMetadataRequest, "name"),
+    "ModelConfig": (pb.ModelConfigRequest, "name"),
+    "ModelStatistics": (pb.ModelStatisticsRequest, "name"),
+}
+_ADMIN = {
+    "RepositoryIndex": pb.RepositoryIndexRequest,
+    "SystemSharedMemoryStatus": pb.SystemSharedMemoryStatusRequest,
+    "SystemSharedMemoryRegister": pb.SystemSharedMemoryRegisterRequest,
+    "SystemSharedMemoryUnregister": pb.SystemSharedMemoryUnregisterRequest,
+    "CudaSharedMemoryStatus": pb.CudaSharedMemoryStatusRequest,
+    "CudaSharedMemoryRegister": pb.CudaSharedMemoryRegisterRequest,
+    "CudaSharedMemoryUnregister": pb.CudaSharedMemoryUnregisterRequest,
+    "TraceSetting": pb.TraceSettingRequest,
+    "LogSettings": pb.LogSettingsRequest,
+}
+
+
+def _parameter_value(parameter: pb.InferParameter):
+    kind = parameter.WhichOneof("parameter_choice")
+    value = getattr(parameter, kind) if kind else None
+    return int(value) if kind in ("int64_param", "uint64_param") else value
+
+
+def _parameters(mapping, where: str) -> dict:
+    if len(mapping) > 8:
+        raise Refused(f"{where}: at most 8 parameters")
+    return {key: _parameter_value(value) for key, value in mapping.items()}
+
+
+def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
+    request = InferRequest(model=message.model_name, version=message.model_version, id=message.id)
+    if not NAME.match(request.model):
+        raise Refused("unknown model", grpc_code="NOT_FOUND")
+    if request.version and not VERSION.match(request.version):
+        raise Refused("unknown model version", grpc_code="NOT_FOUND")
+    request.parameters = _parameters(message.parameters, "the request")
+    if not 1 <= len(message.inputs) <= limits.MAX_INPUTS:
+        raise Refused(f"the request needs 1..{limits.MAX_INPUTS} inputs")
+    raw = message.raw_input_contents
+    if raw and len(raw) != len(message.inputs):
+        raise Refused(f"{len(raw)} raw_input_contents for {len(message.inputs)} inputs")
+    for position, tensor in enumerate(message.inputs):
+        name = tensor.name
+        if not NAME.match(name):
+            raise Refused(f"inputs[{position}] needs a valid name")
+        where = f"input {name!r}"
+        shape = list(tensor.shape)
+        parsed = InputTensor(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
+        has_contents = tensor.HasField("contents")
+        if raw:
+            if has_contents:
+                raise Refused(f"{where}: both contents and raw_input_contents")
+            parsed.raw = raw[position]
+        elif has_contents:
+            parsed.raw = _contents_to_raw(tensor.contents, tensor.datatype, where)
+        request.inputs.append(parsed)
+    for output in message.outputs:
+        request.outputs.append(OutputRequest(output.name, _parameters(output.parameters, f"output {output.name!r}")))
+    return request
+
+
+def _contents_to_raw(contents: pb.InferTensorContents, datatype: str, where: str) -> bytes:
+    if datatype == "BYTES":
+        return serialize_bytes_elements(list(contents.bytes_contents))
+    if datatype not in _CONTENTS:
+        raise Refused(f"{where}: {datatype} must be sent in raw_input_contents")
+    field, numpy_type = _CONTENTS[datatype]
+    others = [f.name for f, _ in contents.ListFields() if f.name != field]
+    if others:
+        raise Refused(f"{where}: {others[0]} does not carry {datatype}")
+    values = getattr(contents, field)
+    with np.errstate(over="ignore"):
+        return np.asarray(values, dtype=numpy_type).tobytes()
+
+
+def encode_model_infer(request: InferRequest) -> bytes:
+    message = pb.ModelInferRequest(model_name=request.model, model_version=request.version, id=request.id)
+    _set_parameters(message.parameters, request.parameters)
+    with_data = [tensor.raw is not None for tensor in request.inputs]
+    if any(with_data) and not all(with_data):
+        raise Refused("inputs in shared memory and inputs with data cannot be mixed in one request")
+    for tensor in request.inputs:
+        entry = message.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
+        _set_parameters(entry.parameters, tensor.parameters)
+        if tensor.raw is not None:
+            message.raw_input_contents.append(tensor.raw)
+    for output in request.outputs:
+        _set_parameters(message.outputs.add(name=output.name).parameters, output.parameters)
+    return message.SerializeToString()
+
+
+def _set_parameters(target, parameters: dict) -> None:
+    for key, value in parameters.items():
+        if isinstance(value, bool):
+            target[key].bool_param = value
+        elif isinstance(value, int):
+            target[key].int64_param = value
+        else:
+            target[key].string_param = value
+
+
+class GrpcFront:
+    def __init__(self, upstream: Upstream, admin_key: str | None, ready=None):
+        self.upstream = upstream
+        self.admin_key = admin_key
+        self.ready = ready
+        self.channel: grpc.aio.Channel | None = None
+
+    def server(self) -> grpc.aio.Server:
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", -1),
+                ("grpc.max_concurrent_streams", limits.MAX_GRPC_STREAMS_PER_CONNECTION),
+                ("grpc.max_metadata_size", 16 * 1024),
+                ("grpc.so_reuseport", 0),
+            ],
+            maximum_concurrent_rpcs=limits.MAX_GRPC_CONCURRENT_RPCS,
+        )
+        handlers = {"ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer)}
+        for name, (message_type, _) in _PUBLIC.items():
+            handlers[name] = grpc.unary_unary_rpc_method_handler(self._public(name, message_type))
+        for name, message_type in _ADMIN.items():
+            handlers[name] = grpc.unary_unary_rpc_method_handler(self._admin(name, message_type))
+        for name in ("RepositoryModelLoad", "RepositoryModelUnload", "ModelStreamInfer"):
+            handlers[name] = grpc.unary_unary_rpc_method_handler(self._not_served(name))
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+        return server
+
+    async def open(self) -> None:
+        self.channel = grpc.aio.insecure_channel(
+            self.upstream.paths["grpc"],
+            options=[
+                ("grpc.max_receive_message_length", -1),
+                ("grpc.max_send_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
+            ],
+        )
+
+    async def close(self) -> None:
+        if self.channel is not None:
+            await self.channel.close()
+
+    async def _call(self, method: str, payload: bytes, context, model: str | None, metadata=()):
+        call = self.channel.unary_unary(f"/{SERVICE}/{method}")
+        remaining = context.time_remaining()
+        timeout = min(limits.UPSTREAM_TIMEOUT_S, remaining) if remaining else limits.UPSTREAM_TIMEOUT_S
+        try:
+            response = await call(payload, timeout=timeout, metadata=metadata or None)
+        except grpc.aio.AioRpcError as error:
+            if model is not None:
+                self.upstream.record(
+                    model, error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                )
+            code = error.code()
+            details = error.details() or ""
+            if code == grpc.StatusCode.UNAVAILABLE and "restricted" not in details.lower():
+                details = "the inference server is not reachable right now"
+            await context.abort(code, details)
+        if model is not None:
+            self.upstream.record(model, True)
+        return response
+
+    async def model_infer(self, raw_request: bytes, context) -> bytes:
+        try:
+            request = check_request(
+                parse_model_infer(pb.ModelInferRequest.FromString(raw_request)), self.upstream.models
+            )
+            payload = encode_model_infer(request)
+        except Refused as refusal:
+            await context.abort(getattr(grpc.StatusCode, refusal.grpc_code), str(refusal))
+        except Exception as error:  # noqa: BLE001 - a message protobuf cannot parse
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed request ({type(error).__name__})")
+        return await self._call("ModelInfer", payload, context, request.model)
+
+    def _public(self, method: str, message_type):
+        name_field = _PUBLIC[method][1]
+
+        async def handler(raw_request: bytes, context) -> bytes:
+            try:
+                message = message_type.FromString(raw_request)
+            except Exception:  # noqa: BLE001
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed request")
+            message.DiscardUnknownFields()
+            model = getattr(message, name_field) if name_field else None
+            if model and model not in self.upstream.models:
+                await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown model {model[:128]!r}")
+            version = getattr(message, "version", "")
+            if version and not VERSION.match(version):
+                await context.abort(grpc.StatusCode.NOT_FOUND, "unknown model version")
+            if method in ("ServerReady", "ModelReady"):
+                why = self.ready() if self.ready else None
+                if why is None and model in self.upstream.unhealthy:
+                    why = f"model {model!r} stopped answering"
+                if why is not None:
+                    reply = pb.ServerReadyResponse if method == "ServerReady" else pb.ModelReadyResponse
+                    return reply(ready=False).SerializeToString()
+            return await self._call(method, message.SerializeToString(), context, None)
+
+        return handler
+
+    def _admin(self, method: str, message_type):
+        async def handler(raw_request: bytes, context) -> bytes:
+            sent = dict(context.invocation_metadata() or ()).get(GRPC_ADMIN_HEADER, "")
+            if self.admin_key is None or not hmac.compare_digest(str(sent).encode(), self.admin_key.encode()):
+                await context.abort(
+                    grpc.StatusCode.UNAVAILABLE,
+                    f"This API is restricted, expecting header '{ADMIN_HEADER}' with the admin key",
+                )
+            try:
+                message = message_type.FromString(raw_request)
+            except Exception:  # noqa: BLE001
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "malformed request")
+            message.DiscardUnknownFields()
+            return await self._call(
+                method, message.SerializeToString(), context, None, self.upstream.grpc_admin_metadata
+            )
+
+        return handler
+
+    def _not_served(self, method: str):
+        async def handler(_raw: bytes, context) -> bytes:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, f"{method} is not served here")
+
+        return handler
