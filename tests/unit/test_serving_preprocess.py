@@ -4,6 +4,9 @@ mutated images. The same attacks against the running server are in test_security
 
 from __future__ import annotations
 
+import dataclasses
+import time
+
 import numpy as np
 import pytest
 from hostile_inputs import (
@@ -155,9 +158,145 @@ def test_complete_jpegs_pass_the_data_size_check(digit, progressive):
             assert load_image(data).size[0] >= 1
 
 
+# ------------------------------------------------------------------------------------- work per JPEG
+
+# The scan limits turned off, to show what the CPU budget stops on its own.
+NO_SCAN_LIMITS = ImageLimits(max_jpeg_scans=10**9, max_jpeg_scan_pixels=10**18)
+
+
+def with_repeated_scan(data: bytes, copies: int, separator: bytes = b"") -> bytes:
+    """A valid progressive JPEG with its last scan (header and data, a few bytes) repeated `copies` times
+    before the end-of-image marker: libjpeg decodes every copy over all the blocks of the image. At 12 MP,
+    3,000 copies of a 26-byte scan (150 KB) took 22 s of CPU to decode before the scans were counted."""
+    last_scan, end = data.rindex(b"\xff\xda"), data.rindex(b"\xff\xd9")
+    return data[:end] + (separator + data[last_scan:end]) * copies + data[end:]
+
+
+def white_progressive(size: tuple[int, int], mode: str = "RGB") -> bytes:
+    return encode(Image.new(mode, size, "white"), "JPEG", quality=5, progressive=True)
+
+
+def timed_load(data: bytes, limits: ImageLimits = DEFAULT_LIMITS):
+    """(seconds, the decoded image or the ImageRejected message)."""
+    start = time.perf_counter()
+    try:
+        outcome = load_image(data, limits)
+    except ImageRejected as error:
+        outcome = str(error)
+    return time.perf_counter() - start, outcome
+
+
+def test_a_phone_photo_sized_jpeg_repeating_one_scan_is_refused_before_decoding():
+    hostile = with_repeated_scan(white_progressive((4032, 3024)), 3000)
+    assert len(hostile) < 200_000
+    seconds, outcome = timed_load(hostile)
+    assert outcome == (
+        "JPEG image is 4032x3024 with at least 34 scans = 414554112 pixels to decode scan by scan; "
+        f"the limit is {DEFAULT_LIMITS.max_jpeg_scan_pixels}"
+    )
+    assert seconds < 0.5
+
+
+@pytest.mark.parametrize("separator", [b"", b"\xff\xd0", b"\x00\xff\x00junk"], ids=["plain", "RST", "junk"])
+def test_a_small_jpeg_with_more_scans_than_any_encoder_writes_is_refused(separator):
+    """Restart markers and junk between the copies (libjpeg skips both) do not hide the scans."""
+    hostile = with_repeated_scan(white_progressive((640, 480)), 2000, separator)
+    seconds, outcome = timed_load(hostile)
+    assert (
+        outcome == "JPEG image has more than 100 scans; the limit is 100 (encoders write at most a few dozen)"
+    )
+    assert seconds < 0.5
+
+
+def test_the_scan_limit_is_exact():
+    colour = white_progressive((300, 300))  # libjpeg's progressive script: 10 scans for YCbCr
+    assert load_image(with_repeated_scan(colour, 90)).size == (300, 300)
+    with pytest.raises(ImageRejected, match="more than 100 scans"):
+        load_image(with_repeated_scan(colour, 91))
+    grey = white_progressive((300, 300), "L")  # 6 scans
+    assert load_image(grey, ImageLimits(max_jpeg_scans=6)).size == (300, 300)
+    with pytest.raises(ImageRejected, match="more than 5 scans; the limit is 5"):
+        load_image(grey, ImageLimits(max_jpeg_scans=5))
+
+
+def test_scans_are_counted_as_libjpeg_reads_them():
+    """Entropy-coded data with stuffed 0xFF00 bytes and RSTn markers is skipped, and so is the content of
+    segments: a JPEG inside a comment (as an EXIF thumbnail is inside APP1) has no scans of this image."""
+    noisy = Image.fromarray(np.random.default_rng(23).integers(0, 256, (240, 320, 3), dtype=np.uint8))
+    data = encode(noisy, "JPEG", quality=95, progressive=True, restart_marker_blocks=4)
+    assert b"\xff\x00" in data and b"\xff\xd0" in data and data.count(b"\xff\xda") == 10
+    inner = white_progressive((64, 64))
+    comment = b"\xff\xfe" + (len(inner) + 2).to_bytes(2, "big") + inner
+    data = data[:2] + comment + data[2:]
+    assert data.count(b"\xff\xda") == 20
+    assert load_image(data, ImageLimits(max_jpeg_scans=10)).size == (320, 240)
+    with pytest.raises(ImageRejected, match="more than 9 scans"):
+        load_image(data, ImageLimits(max_jpeg_scans=9))
+    # Scans after the end-of-image marker are never decoded and do not count.
+    trailing = data + with_repeated_scan(inner, 200)
+    assert load_image(trailing, ImageLimits(max_jpeg_scans=10)).size == (320, 240)
+
+
+def test_the_scan_pixel_limit_admits_every_encoders_scans_at_phone_photo_size():
+    """24 scans of the largest JPEG admitted (16 MiP): a 12 MP photo may have 33, libjpeg writes 10."""
+    assert DEFAULT_LIMITS.max_jpeg_scan_pixels == 24 * DEFAULT_LIMITS.max_jpeg_pixels
+    photo = white_progressive((4032, 3024))
+    assert load_image(with_repeated_scan(photo, 23)).size == (504, 378)  # 33 scans
+    with pytest.raises(ImageRejected, match="at least 34 scans"):
+        load_image(with_repeated_scan(photo, 24))
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"quality": 90},
+        {"quality": 90, "progressive": True},
+        {"quality": 85, "progressive": True, "subsampling": 0},
+    ],
+    ids=["baseline", "progressive", "progressive 4:4:4"],
+)
+def test_phone_photos_decode_well_within_the_cpu_budget(digit, options):
+    photo = np.asarray(on_paper(digit, (4032, 3024)), dtype=np.int16)
+    grain = np.random.default_rng(23).integers(-40, 40, photo.shape, dtype=np.int16)  # sensor noise: MBs
+    data = encode(Image.fromarray(np.clip(photo + grain, 0, 255).astype(np.uint8)), "JPEG", **options)
+    assert 2_000_000 < len(data) <= DEFAULT_LIMITS.max_image_bytes
+    start = time.thread_time()
+    assert decode_digit(data).shape == (1, 28, 28)
+    assert time.thread_time() - start < DEFAULT_LIMITS.max_decode_cpu_ms / 1000 / 2
+
+
+def test_the_cpu_budget_stops_a_decode_the_limits_let_through():
+    """With the scan limits off, the repeated scan is stopped by the CPU budget, checked between the blocks
+    of data libjpeg is fed (unlimited, this file takes ~5 s)."""
+    hostile = with_repeated_scan(white_progressive((2048, 2048)), 2000)
+    start = time.thread_time()
+    with pytest.raises(
+        ImageRejected,
+        match=r"decoding the JPEG image was stopped after \d+ ms of CPU time; the limit is 100 ms",
+    ):
+        load_image(hostile, dataclasses.replace(NO_SCAN_LIMITS, max_decode_cpu_ms=100))
+    assert time.thread_time() - start < 1.0
+
+
+def test_the_cpu_budget_covers_reading_the_segments():
+    """8 MiB of empty comment segments between two scans (2 million segments that only this module's
+    Python and libjpeg read) are stopped too, by the same budget."""
+    data = white_progressive((64, 64))
+    second_scan = data.index(b"\xff\xda", data.index(b"\xff\xda") + 2)
+    flood = b"\xff\xfe\x00\x02" * (2 * 1024 * 1024 - 1024)
+    start = time.thread_time()
+    with pytest.raises(ImageRejected, match=r"stopped after \d+ ms of CPU time; the limit is 100 ms"):
+        load_image(data[:second_scan] + flood + data[second_scan:], ImageLimits(max_decode_cpu_ms=100))
+    assert time.thread_time() - start < 1.0
+
+
 def test_limits_come_from_the_model_parameters():
     limits = ImageLimits.from_parameters({"max_image_bytes": "100", "max_jpeg_pixels": "5"})
     assert limits == ImageLimits(max_image_bytes=100, max_jpeg_pixels=5)
+    work = {"max_jpeg_scans": "12", "max_jpeg_scan_pixels": "34", "max_decode_cpu_ms": "56"}
+    assert ImageLimits.from_parameters(work) == ImageLimits(
+        max_jpeg_scans=12, max_jpeg_scan_pixels=34, max_decode_cpu_ms=56
+    )
     with pytest.raises(ValueError, match="max_image_pixel"):
         ImageLimits.from_parameters({"max_image_pixel": "10"})  # a typo must not silently keep a default
 
