@@ -32,11 +32,11 @@ from trt_plugin_kit.interface import VARIANT_ENV, VARIANTS
 from trt_plugin_kit.serving import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
+    EDGE_MODES,
     EXPECTED_CPU_ERROR_LINES,
     MODEL_NAMES,
     MODEL_REPOSITORY,
     Ports,
-    EDGE_MODES,
     ServingError,
     TritonServer,
     choose_variant,
@@ -190,8 +190,7 @@ def print_banner(server: TritonServer, host: str) -> None:
         f"  models:   {', '.join(MODEL_NAMES)}",
         f"  bound to: {host}" + ("" if host not in ("0.0.0.0", "::") else " (all interfaces)"),
         f"  admin APIs (model repository, shared memory, trace, logging) need the header '{ADMIN_HEADER}' "
-        f"with ${ADMIN_KEY_ENV}; "
-        + ("open to that key." if server.admin_key else "closed: it is unset."),
+        f"with ${ADMIN_KEY_ENV}; " + ("open to that key." if server.admin_key else "closed: it is unset."),
         "  supervised: a server that dies is restarted (back-off 1 s .. 30 s).",
     ]
     if server.variant == "cpu":

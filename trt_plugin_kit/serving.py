@@ -70,6 +70,8 @@ HTTP_MAX_INPUT_BYTES = edge_limits.MAX_REQUEST_BYTES
 # First Triton release whose HTTP JSON path checks declared shapes before allocating (server PR #8676,
 # NGC 26.04). The edge stands in front of every release; this only tells which ones are exposed without it.
 HTTP_JSON_FIXED_VERSION = (2, 68, 0)
+# Triton's flags for TLS on its gRPC port; behind the edge they configure the edge's public port instead.
+GRPC_TLS_FLAGS = ("--grpc-use-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-root-cert")
 # `--edge`: on (default), the edge holds the public ports and tritonserver listens on private Unix sockets;
 # off, tritonserver on the public ports itself (for measuring the edge's cost; never for clients).
 EDGE_MODES = ("on", "off")
@@ -268,6 +270,7 @@ class TritonServer:
         self.socket_dir: Path | None = None
         self.isolation = ""  # how tritonserver is kept from every process but the edge (for the banner)
         self._stub_pids: dict[int, str] = {}
+        self._grpc_tls_args: list[str] = []
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(4)}_"
         # How long Triton waits at shutdown for in-flight requests and open client connections.
         self.exit_timeout_s = exit_timeout_s
@@ -325,7 +328,10 @@ class TritonServer:
                 self.socket_dir.mkdir(mode=0o700)
                 prefix, self.isolation = network_isolation()
             self.command = [str(binary), *self._common_args(supported_options(binary, env)), *variant_args]
-            self.command = prefix + self.command + self.extra_args
+            # TLS for the public gRPC port is the edge's to do: Triton's private socket stays plain.
+            tls = [a for a in self.extra_args if a.startswith(GRPC_TLS_FLAGS)] if self.guarded else []
+            self._grpc_tls_args = tls
+            self.command = prefix + self.command + [a for a in self.extra_args if a not in tls]
             if self.log_file is not None:
                 self.log_file.parent.mkdir(parents=True, exist_ok=True)
                 self._log_handle = open(self.log_file, "ab")  # noqa: SIM115 - closed in stop()
@@ -346,10 +352,12 @@ class TritonServer:
             sys.executable,
             "-m",
             "trt_plugin_kit.edge",
+            *self._grpc_tls_args,
             f"--http={self.host}:{self.ports.http}",
             f"--grpc={self.host}:{self.ports.grpc}",
             f"--metrics={self.host}:{self.ports.metrics}",
             f"--socket-dir={self.socket_dir}",
+            f"--status-file={self._workdir / 'edge-status.txt'}",
         ]
         # Keys by environment (readable by this user only), never on a command line.
         env = {k: v for k, v in os.environ.items() if k != ADMIN_KEY_ENV}
@@ -449,8 +457,15 @@ class TritonServer:
             return f"tritonserver {describe_returncode(self.process.returncode)}"
         if self.edge_process is not None and self.edge_process.poll() is not None:
             code = self.edge_process.returncode
-            why = {EXIT_MODEL_DOWN: " (a model stopped answering)", EXIT_NEVER_READY: " (tritonserver never ready)"}
-            return f"the edge {describe_returncode(code)}{why.get(code, '')}"
+            try:
+                why = (self._workdir / "edge-status.txt").read_text().strip()
+            except (OSError, TypeError):
+                known = {
+                    EXIT_MODEL_DOWN: "a model stopped answering",
+                    EXIT_NEVER_READY: "tritonserver never ready",
+                }
+                why = known.get(code, "")
+            return f"the edge {describe_returncode(code)}" + (f" ({why})" if why else "")
         if self._stub_pids and self.process is not None:
             alive = python_backend_stubs(self.process.pid)
             for pid, instance in self._stub_pids.items():

@@ -49,8 +49,7 @@ async def serve(args: argparse.Namespace) -> int:
     def model_down(model: str, reason: str) -> None:
         state["why_not_ready"] = f"model {model!r} stopped answering"
         state["exit"] = EXIT_MODEL_DOWN
-        print(f"edge: model {model!r} stopped answering ({reason}); exiting so that it is restarted",
-              file=sys.stderr, flush=True)
+        say_why(args, f"model {model!r} stopped answering: {reason}")
         stop.set()
 
     upstream.on_model_down = model_down
@@ -65,15 +64,25 @@ async def serve(args: argparse.Namespace) -> int:
     await web.TCPSite(http_runner, http_host, http_port, backlog=limits.MAX_HTTP_CONNECTIONS).start()
     metrics_host, metrics_port = _endpoint(args.metrics)
     metrics_runner = web.ServerRunner(
-        web.Server(lambda request: metrics_handler(upstream, request), keepalive_timeout=limits.HEADER_TIMEOUT_S)
+        web.Server(
+            lambda request: metrics_handler(upstream, request), keepalive_timeout=limits.HEADER_TIMEOUT_S
+        )
     )
     await metrics_runner.setup()
     await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
     grpc_server = grpc_front.server()
     grpc_host, grpc_port = _endpoint(args.grpc)
-    bound = grpc_server.add_insecure_port(f"[{grpc_host}]:{grpc_port}" if ":" in grpc_host else args.grpc)
+    address = f"[{grpc_host}]:{grpc_port}" if ":" in grpc_host else args.grpc
+    credentials = grpc_tls_credentials(args)
+    try:
+        if credentials is None:
+            bound = grpc_server.add_insecure_port(address)
+        else:
+            bound = grpc_server.add_secure_port(address, credentials)
+    except RuntimeError:
+        bound = 0
     if bound != grpc_port:
-        raise OSError(f"gRPC port {args.grpc} is not free")
+        raise OSError(f"cannot listen on {args.grpc} (gRPC): the port is taken or the address is not local")
     await grpc_server.start()
 
     loop = asyncio.get_running_loop()
@@ -84,7 +93,7 @@ async def serve(args: argparse.Namespace) -> int:
             await asyncio.wait_for(upstream.load_models(args.ready_timeout), args.ready_timeout + 5)
             state["why_not_ready"] = None
         except (TimeoutError, asyncio.TimeoutError, OSError) as error:
-            print(f"edge: {error}", file=sys.stderr, flush=True)
+            say_why(args, str(error))
             state["exit"] = EXIT_NEVER_READY
             stop.set()
         await stop.wait()
@@ -97,15 +106,49 @@ async def serve(args: argparse.Namespace) -> int:
     return state["exit"]
 
 
+def say_why(args: argparse.Namespace, why: str) -> None:
+    """Why the edge stops: on stderr and in --status-file, where the supervisor reads it."""
+    print(f"edge: {why}", file=sys.stderr, flush=True)
+    if args.status_file is not None:
+        args.status_file.write_text(why + "\n")
+
+
+def grpc_tls_credentials(args: argparse.Namespace):
+    """Server credentials from Triton's own --grpc-* TLS flags, which the edge takes in Triton's place."""
+    import grpc  # noqa: PLC0415
+
+    if not (args.grpc_use_ssl or args.grpc_use_ssl_mutual):
+        return None
+    return grpc.ssl_server_credentials(
+        [(args.grpc_server_key.read_bytes(), args.grpc_server_cert.read_bytes())],
+        root_certificates=args.grpc_root_cert.read_bytes() if args.grpc_root_cert else None,
+        require_client_auth=args.grpc_use_ssl_mutual,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trt_plugin_kit.edge", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m trt_plugin_kit.edge", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--http", required=True, help="HOST:PORT of the public HTTP port")
     parser.add_argument("--grpc", required=True, help="HOST:PORT of the public gRPC port")
     parser.add_argument("--metrics", required=True, help="HOST:PORT of the public metrics port")
     parser.add_argument("--socket-dir", type=Path, required=True, help="tritonserver's private sockets")
     parser.add_argument("--ready-timeout", type=float, default=300.0)
+    parser.add_argument("--status-file", type=Path, help="where to write why the edge stopped")
+    # TLS on the public gRPC port: tritonserver's own flags (TritonServer moves them here from Triton's).
+    truth = {"true": True, "1": True, "false": False, "0": False}
+    parser.add_argument("--grpc-use-ssl", type=lambda v: truth[v.lower()], default=False)
+    parser.add_argument("--grpc-use-ssl-mutual", type=lambda v: truth[v.lower()], default=False)
+    parser.add_argument("--grpc-server-cert", type=Path)
+    parser.add_argument("--grpc-server-key", type=Path)
+    parser.add_argument("--grpc-root-cert", type=Path)
     args = parser.parse_args(argv)
     if INTERNAL_KEY_ENV not in os.environ:
         parser.error(f"${INTERNAL_KEY_ENV} must hold the key tritonserver was started with")
     logging.basicConfig(level=logging.WARNING, format="edge: %(message)s", stream=sys.stderr)
-    return asyncio.run(serve(args))
+    try:
+        return asyncio.run(serve(args))
+    except OSError as error:
+        say_why(args, f"cannot listen: {error}")
+        return 1

@@ -17,6 +17,7 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.edge import limits
+from trt_plugin_kit.edge.http_front import MODEL_CONTROL_REFUSAL
 from trt_plugin_kit.edge.tensors import (
     NAME,
     VERSION,
@@ -26,6 +27,7 @@ from trt_plugin_kit.edge.tensors import (
     Refused,
     check_request,
     serialize_bytes_elements,
+    unknown_model,
 )
 from trt_plugin_kit.edge.upstream import Upstream
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
@@ -109,7 +111,9 @@ def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
             parsed.raw = _contents_to_raw(tensor.contents, tensor.datatype, where)
         request.inputs.append(parsed)
     for output in message.outputs:
-        request.outputs.append(OutputRequest(output.name, _parameters(output.parameters, f"output {output.name!r}")))
+        request.outputs.append(
+            OutputRequest(output.name, _parameters(output.parameters, f"output {output.name!r}"))
+        )
     return request
 
 
@@ -160,7 +164,7 @@ class GrpcFront:
         self.ready = ready
         self.channel: grpc.aio.Channel | None = None
 
-    def server(self) -> grpc.aio.Server:
+    def server(self, tls: dict | None = None) -> grpc.aio.Server:
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
@@ -176,8 +180,11 @@ class GrpcFront:
             handlers[name] = grpc.unary_unary_rpc_method_handler(self._public(name, message_type))
         for name, message_type in _ADMIN.items():
             handlers[name] = grpc.unary_unary_rpc_method_handler(self._admin(name, message_type))
-        for name in ("RepositoryModelLoad", "RepositoryModelUnload", "ModelStreamInfer"):
-            handlers[name] = grpc.unary_unary_rpc_method_handler(self._not_served(name))
+        for name in ("RepositoryModelLoad", "RepositoryModelUnload"):
+            handlers[name] = grpc.unary_unary_rpc_method_handler(self._model_control())
+        handlers["ModelStreamInfer"] = grpc.unary_unary_rpc_method_handler(
+            self._not_served("ModelStreamInfer")
+        )
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
         return server
 
@@ -203,7 +210,8 @@ class GrpcFront:
         except grpc.aio.AioRpcError as error:
             if model is not None:
                 self.upstream.record(
-                    model, error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+                    model,
+                    error.code() not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED),
                 )
             code = error.code()
             details = error.details() or ""
@@ -223,7 +231,9 @@ class GrpcFront:
         except Refused as refusal:
             await context.abort(getattr(grpc.StatusCode, refusal.grpc_code), str(refusal))
         except Exception as error:  # noqa: BLE001 - a message protobuf cannot parse
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed request ({type(error).__name__})")
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT, f"malformed request ({type(error).__name__})"
+            )
         return await self._call("ModelInfer", payload, context, request.model)
 
     def _public(self, method: str, message_type):
@@ -237,7 +247,10 @@ class GrpcFront:
             message.DiscardUnknownFields()
             model = getattr(message, name_field) if name_field else None
             if model and model not in self.upstream.models:
-                await context.abort(grpc.StatusCode.NOT_FOUND, f"unknown model {model[:128]!r}")
+                if method == "ModelReady":  # as Triton answers it: not ready, no error
+                    return pb.ModelReadyResponse(ready=False).SerializeToString()
+                refusal = unknown_model(model)
+                await context.abort(grpc.StatusCode.NOT_FOUND, str(refusal))
             version = getattr(message, "version", "")
             if version and not VERSION.match(version):
                 await context.abort(grpc.StatusCode.NOT_FOUND, "unknown model version")
@@ -254,12 +267,7 @@ class GrpcFront:
 
     def _admin(self, method: str, message_type):
         async def handler(raw_request: bytes, context) -> bytes:
-            sent = dict(context.invocation_metadata() or ()).get(GRPC_ADMIN_HEADER, "")
-            if self.admin_key is None or not hmac.compare_digest(str(sent).encode(), self.admin_key.encode()):
-                await context.abort(
-                    grpc.StatusCode.UNAVAILABLE,
-                    f"This API is restricted, expecting header '{ADMIN_HEADER}' with the admin key",
-                )
+            await self._check_admin(context)
             try:
                 message = message_type.FromString(raw_request)
             except Exception:  # noqa: BLE001
@@ -270,6 +278,21 @@ class GrpcFront:
             )
 
         return handler
+
+    def _model_control(self):
+        async def handler(_raw: bytes, context) -> bytes:
+            await self._check_admin(context)
+            await context.abort(grpc.StatusCode.UNAVAILABLE, MODEL_CONTROL_REFUSAL)
+
+        return handler
+
+    async def _check_admin(self, context) -> None:
+        sent = dict(context.invocation_metadata() or ()).get(GRPC_ADMIN_HEADER, "")
+        if self.admin_key is None or not hmac.compare_digest(str(sent).encode(), self.admin_key.encode()):
+            await context.abort(
+                grpc.StatusCode.UNAVAILABLE,
+                f"This API is restricted, expecting header '{ADMIN_HEADER}' with the admin key",
+            )
 
     def _not_served(self, method: str):
         async def handler(_raw: bytes, context) -> bytes:

@@ -30,10 +30,10 @@ from trt_plugin_kit.edge.tensors import (
     OutputRequest,
     Refused,
     check_request,
-    count_bytes_elements,
     not_found,
     serialize_bytes_elements,
     too_large,
+    unknown_model,
 )
 from trt_plugin_kit.edge.upstream import Upstream
 from trt_plugin_kit.interface import ADMIN_HEADER
@@ -41,6 +41,10 @@ from trt_plugin_kit.interface import ADMIN_HEADER
 log = logging.getLogger("trt_plugin_kit.edge")
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+# Every deployment runs --model-control-mode=none: what the repository held at start is all it serves.
+MODEL_CONTROL_REFUSAL = (
+    "explicit model load / unload is not allowed: this server's model control mode is none"
+)
 NUMPY_TYPES = {
     "BOOL": np.bool_,
     "UINT8": np.uint8,
@@ -82,9 +86,17 @@ ROUTES = [
     Route("infer", ("POST",), re.compile(_MODEL + r"/infer")),
     # Restricted to the operator's key (TRITON_ADMIN_KEY); model load/unload is off in every deployment.
     Route("repository_index", ("POST",), re.compile(r"/v2/repository/index"), admin=True),
+    Route("repository_control", ("POST",), re.compile(r"/v2/repository/models/[^/]+/(?:load|unload)"), True),
     Route("shm_status", ("GET",), re.compile(r"/v2/(?:system|cuda)sharedmemory" + _REGION + "/status"), True),
-    Route("shm_register", ("POST",), re.compile(r"/v2/(?:system|cuda)sharedmemory/region/[^/]+/register"), True),
-    Route("shm_unregister", ("POST",), re.compile(r"/v2/(?:system|cuda)sharedmemory" + _REGION + "/unregister"), True),
+    Route(
+        "shm_register", ("POST",), re.compile(r"/v2/(?:system|cuda)sharedmemory/region/[^/]+/register"), True
+    ),
+    Route(
+        "shm_unregister",
+        ("POST",),
+        re.compile(r"/v2/(?:system|cuda)sharedmemory" + _REGION + "/unregister"),
+        True,
+    ),
     Route("trace", ("GET", "POST"), re.compile(r"/v2(?:/models/(?P<model>[^/]+))?/trace/setting"), True),
     Route("logging", ("GET", "POST"), re.compile(r"/v2/logging"), True),
 ]
@@ -179,7 +191,9 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
             f"the JSON part of the request has {len(json_part)} bytes; this server parses at most "
             f"{limits.MAX_JSON_BYTES} (send large tensors with the binary extension)"
         )
-    header = _tensor_fields(wire_json.parse(json_part), {"id", "parameters", "inputs", "outputs"}, "the request")
+    header = _tensor_fields(
+        wire_json.parse(json_part), {"id", "parameters", "inputs", "outputs"}, "the request"
+    )
     request = InferRequest(model=model, version=version)
     request.id = header.get("id", "")
     if not isinstance(request.id, str):
@@ -190,7 +204,9 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         raise Refused(f"the request needs a list 'inputs' of 1..{limits.MAX_INPUTS} tensors")
     offset = 0
     for position, entry in enumerate(inputs):
-        fields = _tensor_fields(entry, {"name", "shape", "datatype", "parameters", "data"}, f"inputs[{position}]")
+        fields = _tensor_fields(
+            entry, {"name", "shape", "datatype", "parameters", "data"}, f"inputs[{position}]"
+        )
         name = fields.get("name")
         if not isinstance(name, str) or not NAME.match(name):
             raise Refused(f"inputs[{position}] needs a valid 'name'")
@@ -208,7 +224,9 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
             if "data" in fields:
                 raise Refused(f"{where}: both 'data' and binary_data_size")
             if type(size) is not int or not 0 <= size <= len(binary) - offset:
-                raise Refused(f"{where}: binary_data_size {size!r} is not within the {len(binary)} binary bytes")
+                raise Refused(
+                    f"{where}: binary_data_size {size!r} is not within the {len(binary)} binary bytes"
+                )
             tensor.raw = bytes(binary[offset : offset + size])
             offset += size
         elif "data" in fields:
@@ -226,7 +244,9 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         fields = _tensor_fields(entry, {"name", "parameters"}, f"outputs[{position}]")
         if not isinstance(fields.get("name"), str):
             raise Refused(f"outputs[{position}] needs a 'name'")
-        request.outputs.append(OutputRequest(fields["name"], _parameters(fields, f"output {fields['name']!r}")))
+        request.outputs.append(
+            OutputRequest(fields["name"], _parameters(fields, f"output {fields['name']!r}"))
+        )
     return request
 
 
@@ -280,7 +300,9 @@ async def decoded_body(request: web.Request, limit: int) -> bytes:
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
     try:
         # The worker thread runs on when the wait gives up, but its output is bounded by `limit`.
-        return await asyncio.wait_for(asyncio.to_thread(_inflate, body, wbits, limit), limits.DECOMPRESS_TIMEOUT_S)
+        return await asyncio.wait_for(
+            asyncio.to_thread(_inflate, body, wbits, limit), limits.DECOMPRESS_TIMEOUT_S
+        )
     except asyncio.TimeoutError:
         raise Refused("the request body took too long to decompress", status=413) from None
 
@@ -358,10 +380,14 @@ class HttpFront:
         chosen, parts = route(request.method, target)
         if chosen.admin and not self.admitted(request):
             # Not there at all for whoever lacks the key (also when no key is configured).
-            raise Refused(f"{target} is restricted: it needs the '{ADMIN_HEADER}' header with the admin key", 403)
+            raise Refused(
+                f"{target} is restricted: it needs the '{ADMIN_HEADER}' header with the admin key", 403
+            )
+        if chosen.name == "repository_control":
+            raise Refused(MODEL_CONTROL_REFUSAL, status=403)
         model = parts.get("model")
-        if model is not None and chosen.name not in ("trace",) and model not in self.upstream.models:
-            raise not_found(f"unknown model {model!r}")
+        if model is not None and model not in self.upstream.models:
+            raise unknown_model(model)
         if chosen.name in ("live", "ready", "model_ready"):
             return await self._health(chosen.name, parts)
         if chosen.name == "infer":
@@ -402,7 +428,9 @@ class HttpFront:
     def _parse_and_check(self, model, version, body, header_length) -> InferRequest:
         return check_request(parse_infer(model, version, body, header_length), self.upstream.models)
 
-    async def _forward(self, method: str, path: str, body: bytes, headers: dict, model: str | None) -> web.Response:
+    async def _forward(
+        self, method: str, path: str, body: bytes, headers: dict, model: str | None
+    ) -> web.Response:
         try:
             async with self.upstream.session.request(
                 method, "http://triton" + path, data=body or None, headers=headers
@@ -420,9 +448,7 @@ class HttpFront:
             if model is not None:
                 self.upstream.record(model, False)
             log.warning("upstream %s %s failed: %s", method, path, type(error).__name__)
-            return web.json_response(
-                {"error": "the inference server is not reachable right now"}, status=503
-            )
+            return web.json_response({"error": "the inference server is not reachable right now"}, status=503)
 
 
 def _canonical(raw_path: str) -> str:
@@ -441,7 +467,8 @@ async def metrics_handler(upstream: Upstream, request: web.BaseRequest) -> web.S
     try:
         async with upstream.metrics_session.get("http://triton/metrics") as response:
             return web.Response(
-                status=response.status, body=await response.read(),
+                status=response.status,
+                body=await response.read(),
                 headers={"Content-Type": response.headers.get("Content-Type", "text/plain")},
             )
     except (OSError, asyncio.TimeoutError, Exception):  # noqa: BLE001

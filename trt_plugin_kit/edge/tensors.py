@@ -55,6 +55,11 @@ def not_found(what: str) -> Refused:
     return Refused(what, status=404, grpc_code="NOT_FOUND")
 
 
+def unknown_model(model: str) -> Refused:
+    """Triton's own words for it (clients match on them)."""
+    return not_found(f"Request for unknown model: '{model[:128]}' is not found")
+
+
 def too_large(what: str) -> Refused:
     return Refused(what, status=413, grpc_code="RESOURCE_EXHAUSTED")
 
@@ -150,7 +155,9 @@ def check_shape(shape: list, where: str) -> list[int]:
         raise Refused(f"{where}: 'shape' must be a list of at most 8 dimensions")
     for dim in shape:
         if type(dim) is not int or not 0 <= dim <= limits.MAX_DIMENSION:
-            raise Refused(f"{where}: dimension {dim!r} of shape is not an integer in 0..{limits.MAX_DIMENSION}")
+            raise Refused(
+                f"{where}: dimension {dim!r} of shape is not an integer in 0..{limits.MAX_DIMENSION}"
+            )
     return shape
 
 
@@ -158,7 +165,7 @@ def check_request(request: InferRequest, models: dict[str, ModelInterface]) -> I
     """Hold a parsed request against its model; returns it, or raises Refused naming the problem."""
     model = models.get(request.model)
     if model is None:
-        raise not_found(f"unknown model {request.model!r}")
+        raise unknown_model(request.model)
     if request.version and request.version not in model.versions:
         raise not_found(f"model {request.model!r} has no version {request.version!r}")
     if len(request.id) > limits.MAX_ID_LENGTH:
@@ -181,7 +188,8 @@ def check_request(request: InferRequest, models: dict[str, ModelInterface]) -> I
         if model.max_batch_size > 0:
             if len(shape) != len(spec.dims) + 1:
                 raise Refused(
-                    f"{where}: shape {shape} needs [batch, {', '.join(map(str, spec.dims))}] (no batch dimension?)"
+                    f"{where}: shape {shape} needs [batch, {', '.join(map(str, spec.dims))}] "
+                    "(no batch dimension?)"
                 )
             if not 1 <= shape[0] <= model.max_batch_size:
                 raise Refused(f"{where}: batch size {shape[0]} is not in 1..{model.max_batch_size}")
@@ -207,15 +215,20 @@ def check_request(request: InferRequest, models: dict[str, ModelInterface]) -> I
         if item is not None:
             if len(tensor.raw) != elements * item:
                 raise Refused(
-                    f"{where}: shape {shape} of {tensor.datatype} needs {elements * item} bytes, got {len(tensor.raw)}"
+                    f"{where}: shape {shape} of {tensor.datatype} needs {elements * item} bytes, "
+                    f"got {len(tensor.raw)}"
                 )
         else:
             count = count_bytes_elements(tensor.raw, where, stop_after=elements)
             if count != elements:
-                raise Refused(f"{where}: shape {shape} declares {elements} elements but the data holds {count}")
+                raise Refused(
+                    f"{where}: shape {shape} declares {elements} elements but the data holds {count}"
+                )
         total += len(tensor.raw)
     if total > limits.MAX_REQUEST_BYTES:
-        raise too_large(f"the inputs hold {total} bytes; this server accepts at most {limits.MAX_REQUEST_BYTES}")
+        raise too_large(
+            f"the inputs hold {total} bytes; this server accepts at most {limits.MAX_REQUEST_BYTES}"
+        )
     if len(request.outputs) > limits.MAX_OUTPUTS:
         raise Refused(f"at most {limits.MAX_OUTPUTS} outputs per request")
     for output in request.outputs:
