@@ -19,6 +19,7 @@ from tritonclient.grpc import service_pb2 as pb
 from trt_plugin_kit.edge import limits
 from trt_plugin_kit.edge.http_front import MODEL_CONTROL_REFUSAL
 from trt_plugin_kit.edge.tensors import (
+    DATATYPE_BYTES,
     NAME,
     VERSION,
     InferRequest,
@@ -100,6 +101,8 @@ def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
         if not NAME.match(name):
             raise Refused(f"inputs[{position}] needs a valid name")
         where = f"input {name!r}"
+        if tensor.datatype not in DATATYPE_BYTES:
+            raise Refused(f"{where}: unknown datatype {tensor.datatype[:16]!r}")
         shape = list(tensor.shape)
         parsed = InputTensor(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
         has_contents = tensor.HasField("contents")

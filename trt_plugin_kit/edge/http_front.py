@@ -23,6 +23,7 @@ from aiohttp import web
 
 from trt_plugin_kit.edge import limits, wire_json
 from trt_plugin_kit.edge.tensors import (
+    DATATYPE_BYTES,
     NAME,
     VERSION,
     InferRequest,
@@ -212,8 +213,8 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
             raise Refused(f"inputs[{position}] needs a valid 'name'")
         where = f"input {name!r}"
         datatype = fields.get("datatype")
-        if not isinstance(datatype, str):
-            raise Refused(f"{where} needs a 'datatype'")
+        if datatype not in DATATYPE_BYTES:
+            raise Refused(f"{where}: unknown datatype {str(datatype)[:16]!r}")
         shape = fields.get("shape")
         parameters = _parameters(fields, where)
         tensor = InputTensor(name, datatype, shape if isinstance(shape, list) else [], None, parameters)

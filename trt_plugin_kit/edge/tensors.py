@@ -192,7 +192,9 @@ def check_request(request: InferRequest, models: dict[str, ModelInterface]) -> I
                     "(no batch dimension?)"
                 )
             if not 1 <= shape[0] <= model.max_batch_size:
-                raise Refused(f"{where}: batch size {shape[0]} is not in 1..{model.max_batch_size}")
+                raise Refused(
+                    f"{where}: batch size {shape[0]} of shape {shape} is not in 1..{model.max_batch_size}"
+                )
             if batch is not None and shape[0] != batch:
                 raise Refused(f"{where}: batch size {shape[0]} differs from the other inputs' {batch}")
             batch, dims = shape[0], shape[1:]
