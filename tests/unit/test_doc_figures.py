@@ -6,7 +6,10 @@ figure), `expected()` formats the same figure from its record the way the doc wr
 whose numbers moved fails here until the doc says what the record holds; a doc edit that drops a quoted figure
 fails too (the pattern must match), so a claim is removed from this table on purpose, not by accident.
 Figures measured by a test rather than kept in a record (ONNX differences) are checked in that test
-(tests/unit/test_onnx_eval.py reads docs/models.md).
+(tests/unit/test_onnx_eval.py reads docs/models.md), and so are the accuracies eval prints
+(tests/unit/test_models.py). The claims here compare a doc's text with a committed record, formatted the same
+way: nothing is computed again (but the validation split's per-class counts, integers), so they hold on every
+CPU; a record measured on another machine (a GPU run, a retraining) changes them only when it is committed.
 """
 
 from __future__ import annotations

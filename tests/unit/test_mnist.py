@@ -142,7 +142,10 @@ def test_preprocess_image_keeps_mnist_digits_exact(dev_set, tmp_path):
     np.testing.assert_array_equal(mnist.preprocess_image(tmp_path / "digit.png"), mnist.to_tensor(digit))
 
 
+@pytest.mark.numeric
 def test_preprocess_image_normalizes_real_world_pictures(dev_set):
+    """Pillow's float Lanczos resize may round an ulp otherwise on another CPU, one pixel level at most: the
+    bounds are far from that (correlation 0.83 here; the bar comes out as pure 0 and 1 pixels)."""
     images, _ = dev_set
     digit = images[7]
     reference = mnist.to_tensor(digit)[0]
