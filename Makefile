@@ -1,8 +1,9 @@
 # One entry point for users and CI. Every target sets itself up on a fresh machine.
 #   make serve   - start Triton (TensorRT path on a GPU host, CPU path with PyTriton's tritonserver elsewhere)
 #   make test    - build the plugin library against every vendored TensorRT header set, run the
-#                  plugin harness checks that this machine can run, then the Python test-suite, then
-#                  the compose test where a Docker daemon answers.
+#                  plugin harness checks that this machine can run, then the Python test-suite, its
+#                  numeric tests again with one BLAS thread, then the compose test where a Docker daemon
+#                  answers.
 #   make compose-test - the compose profiles cpu + loadtest for real (scripts/compose_test.py)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -24,7 +25,7 @@ endif
 CUDA_ARCHITECTURES ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins harness-check pytest test compose-test lint format docs serve loadtest clean
+.PHONY: help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins harness-check pytest numeric-threads test compose-test lint format docs serve loadtest clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -103,8 +104,17 @@ harness-check: plugins
 pytest: test-venv test-tools
 	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q
 
+# The tests marked numeric (floats through BLAS, ONNX Runtime, Pillow, training) once more with one BLAS thread
+# instead of one per core: the BLAS then orders its sums otherwise, and a test that held only for one order
+# fails here. OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE stay as the machine sets them.
+NUMERIC_BLAS_THREADS ?= 1
+numeric-threads: test-venv
+	$(PY) -m pytest -q -m numeric --blas-threads $(NUMERIC_BLAS_THREADS)
+
 # The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.
+# numeric-threads runs from the recipe, so that it comes after pytest also under make -j.
 test: lint harness-check pytest
+	@$(MAKE) --no-print-directory numeric-threads
 	@if ! command -v docker >/dev/null 2>&1; then \
 	  echo "compose-test skipped: no docker command (apt-get install docker.io; bash .ci/run does)"; \
 	elif ! docker info >/dev/null 2>&1; then \

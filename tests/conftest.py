@@ -17,6 +17,12 @@ on free ports of 127.0.0.1. The object it yields has
 and is a trt_plugin_kit.serving.TritonServer (`is_running()`, `log_tail()`, `admin_key`: a random key the
 tests know, as an operator who set TRITON_ADMIN_KEY would). The server stops at the end of
 the session, also when tests fail. Set TRITON_TEST_MODEL_REPOSITORY to serve another model repository.
+
+`--blas-threads N` (or TEST_BLAS_THREADS=N): the whole run with N BLAS threads (threadpoolctl), instead of the
+BLAS's own choice (one per core). `make numeric-threads` reruns the tests marked `numeric` (assertions on
+floats that went through BLAS, ONNX Runtime, Pillow's resampling or training) with one thread, so that a test
+which holds only for one order of the BLAS's sums fails in `make test`. The header of the run names the BLAS,
+its kernels and its thread count.
 """
 
 from __future__ import annotations
@@ -25,12 +31,81 @@ import os
 import secrets
 from pathlib import Path
 
+import numpy  # noqa: F401 - loads numpy's BLAS, which --blas-threads limits (threadpoolctl sees loaded ones)
 import pytest
 
 from trt_plugin_kit.serving import MODEL_REPOSITORY, Ports, ServingError, TritonServer
 
 SERVER_START_ATTEMPTS = 3  # a port picked as free can be taken by someone else before Triton binds it
 SERVER_READY_TIMEOUT_S = 180.0
+BLAS_THREADS_ENV = "TEST_BLAS_THREADS"
+BLAS_LIMITS = pytest.StashKey[object]()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--blas-threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help=f"run with N BLAS threads (threadpoolctl); default ${BLAS_THREADS_ENV}, else the BLAS's own",
+    )
+
+
+def _blas_threads(config) -> int | None:
+    threads = config.getoption("--blas-threads")
+    if threads is None and os.environ.get(BLAS_THREADS_ENV, "").strip():
+        try:
+            threads = int(os.environ[BLAS_THREADS_ENV])
+        except ValueError:
+            raise pytest.UsageError(
+                f"{BLAS_THREADS_ENV}={os.environ[BLAS_THREADS_ENV]!r} is not a number"
+            ) from None
+    if threads is not None and threads < 1:
+        raise pytest.UsageError(f"--blas-threads / {BLAS_THREADS_ENV} must be >= 1, got {threads}")
+    return threads
+
+
+def _blas_libraries() -> list[dict]:
+    """threadpoolctl's view of the BLAS libraries loaded in this process (numpy's, imported above)."""
+    from threadpoolctl import threadpool_info
+
+    return [info for info in threadpool_info() if info["user_api"] == "blas"]
+
+
+def pytest_configure(config):
+    threads = _blas_threads(config)
+    if threads is None:
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        raise pytest.UsageError(
+            "--blas-threads needs threadpoolctl (pip install -e '.[dev]', or make test-venv)"
+        ) from None
+    if not _blas_libraries():
+        raise pytest.UsageError("--blas-threads: threadpoolctl finds no BLAS library in this process")
+    config.stash[BLAS_LIMITS] = threadpool_limits(limits=threads, user_api="blas")
+
+
+def pytest_unconfigure(config):
+    limits = config.stash.get(BLAS_LIMITS, None)
+    if limits is not None:
+        limits.restore_original_limits()
+
+
+def _blas_line(config) -> str:
+    try:
+        libraries = _blas_libraries()
+    except ImportError:
+        return "BLAS: threadpoolctl is not installed, cannot tell"
+    described = ", ".join(
+        f"{info['internal_api']} {info['version']} ({info.get('architecture') or 'kernels unknown'}), "
+        f"{info['num_threads']} thread(s)"
+        for info in libraries
+    )
+    limited = " (limited by --blas-threads)" if BLAS_LIMITS in config.stash else ""
+    return f"BLAS: {described or 'none found'}{limited}"
 
 
 @pytest.fixture(scope="session")
@@ -75,3 +150,12 @@ def pytest_collection_modifyitems(config, items):
         folder = Path(str(item.fspath)).parent.name
         if folder in MARKED_FOLDERS:
             item.add_marker(getattr(pytest.mark, folder))
+
+
+def pytest_report_header(config):
+    return _blas_line(config)
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if BLAS_LIMITS in config.stash:  # -q hides the header: say it at the end, where make's log shows it
+        terminalreporter.write_line(_blas_line(config))
