@@ -599,8 +599,9 @@ def python_backend_stubs(triton_pid: int) -> dict[int, str]:
             continue
         try:
             stat = (entry / "stat").read_text()
-            parent = int(stat.rsplit(")", 1)[1].split()[1])
-            if parent != triton_pid or "triton_python" not in stat.split(")", 1)[0]:
+            state, parent = stat.rsplit(")", 1)[1].split()[:2]
+            # A zombie (killed, not yet reaped by tritonserver) is a dead stub.
+            if int(parent) != triton_pid or state == "Z" or "triton_python" not in stat.split(")", 1)[0]:
                 continue
             arguments = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError, IndexError):

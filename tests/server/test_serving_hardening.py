@@ -241,3 +241,137 @@ def test_a_cpu_start_logs_only_the_documented_error_lines(triton_server):
         line for line in error_lines if not any(known in line for known in EXPECTED_CPU_ERROR_LINES)
     ]
     assert not unexpected, unexpected
+
+
+# ------------------------------------------------------------------ issue 23 item 4: model health
+
+
+def serve_tree(http_port: int) -> tuple[int, int]:
+    """(serve.py pid, tritonserver pid) of the `make serve` listening on ``http_port``, from /proc."""
+    serve_pid = None
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                arguments = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"trt_plugin_kit.serve" in arguments and str(http_port).encode() in arguments:
+                serve_pid = int(entry.name)
+    assert serve_pid is not None
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat_line = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if "(tritonserver)" in stat_line and int(stat_line.rsplit(")", 1)[1].split()[1]) == serve_pid:
+                return serve_pid, int(entry.name)
+    raise AssertionError("no tritonserver under serve.py")
+
+
+def test_a_dead_python_stub_is_noticed_and_the_server_restarted(tmp_path):
+    """Triton 2.51 neither restarts a Python stub that died nor stops calling its model ready: l2norm stayed
+    dead for good while both readiness endpoints answered 200. The supervisor watches the stubs: a dead one
+    is a restart, and the model answers again within seconds."""
+    import os
+    import signal
+
+    from trt_plugin_kit.serving import python_backend_stubs
+
+    ports = Ports.free()
+    served = Supervised(tmp_path, ports)
+    try:
+        assert served.wait_for("Stop with Ctrl-C.", 180), served.output()
+        _, triton_pid = serve_tree(ports.http)
+        stubs = python_backend_stubs(triton_pid)
+        l2norm = [pid for pid, instance in stubs.items() if instance.startswith("l2norm")]
+        assert l2norm, stubs
+        killed_at = time.monotonic()
+        os.kill(l2norm[0], signal.SIGKILL)
+        assert served.wait_for("is serving again", 90), served.output()
+        output = served.output()
+        assert "the Python backend stub of model instance 'l2norm_0_0' died" in output, output
+        assert time.monotonic() - killed_at < 60
+        np.testing.assert_allclose(infer_l2norm(f"127.0.0.1:{ports.http}"), [[0.6, 0.8]])
+    finally:
+        served.stop()
+
+
+def test_a_killing_request_resent_for_a_minute_costs_good_clients_nothing(tmp_path):
+    """Item 4's crash-loop lever: every request that killed or stalled Triton 2.51 (this file's killer
+    shapes over HTTP, the 38-byte gRPC shape, a batch of 2^32, the upstream #8637 header) resent without
+    pause for 60 s while good clients call both protocols. Nothing reaches tritonserver, so it never
+    restarts and good clients get >= 90 % answers (here: all)."""
+    import grpc
+    import tritonclient.grpc as grpcclient
+    from tritonclient.grpc import service_pb2 as pb
+
+    ports = Ports.free()
+    served = Supervised(tmp_path, ports)
+    try:
+        assert served.wait_for("Stop with Ctrl-C.", 180), served.output()
+        http_base = f"http://127.0.0.1:{ports.http}"
+        channel = grpc.insecure_channel(f"127.0.0.1:{ports.grpc}")
+        raw_infer = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+        shape_only = pb.ModelInferRequest(model_name="l2norm")
+        shape_only.inputs.add(name="vector", datatype="FP32", shape=[1, 2**62])
+        killers_sent = [0]
+        deadline = time.monotonic() + 60
+        stop = threading.Event()
+
+        def attack() -> None:
+            while not stop.is_set():
+                for model, tensor, shape in KILLER_SHAPES:
+                    body = json.dumps(
+                        {"inputs": [{"name": tensor, "shape": shape, "datatype": "FP32", "data": [0]}]}
+                    )
+                    status, _ = post(f"{http_base}/v2/models/{model}/infer", body.encode())
+                    assert status in (400, 413)
+                    killers_sent[0] += 1
+                with pytest.raises(grpc.RpcError):
+                    raw_infer(shape_only.SerializeToString(), timeout=10)
+                status, _ = post(
+                    f"{http_base}/v2/models/l2norm/infer",
+                    json.dumps(
+                        {"inputs": [{"name": "vector", "shape": [1, 2], "datatype": "FP32", "data": [3, 4]}]}
+                    ).encode(),
+                    {"Accept-Encoding": "gzip;q=1e999"},
+                )
+                assert status == 200
+                killers_sent[0] += 2
+
+        def good(protocol: str, answered: list) -> None:
+            module = grpcclient if protocol == "grpc" else httpclient
+            port = ports.grpc if protocol == "grpc" else ports.http
+            client = module.InferenceServerClient(url=f"127.0.0.1:{port}")
+            tensor = module.InferInput("vector", [1, 2], "FP32")
+            tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
+            while time.monotonic() < deadline:
+                try:
+                    timeout = {"client_timeout": 10} if protocol == "grpc" else {}
+                    result = client.infer("l2norm", [tensor], **timeout)
+                    answered.append(np.allclose(result.as_numpy("normalized"), [[0.6, 0.8]]))
+                except Exception:  # noqa: BLE001 - a failed good request is what this test counts
+                    answered.append(False)
+                time.sleep(0.02)
+            client.close()
+
+        results = {"http": [], "grpc": []}
+        attacker = threading.Thread(target=attack, daemon=True)
+        workers = [threading.Thread(target=good, args=(p, results[p])) for p in results]
+        attacker.start()
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        stop.set()
+        attacker.join(timeout=30)
+        channel.close()
+        for protocol, answers in results.items():
+            assert answers, protocol
+            share = sum(answers) / len(answers)
+            assert share >= 0.90, f"{protocol}: {share:.1%} of {len(answers)} good requests answered"
+        assert killers_sent[0] > 100
+        assert "restarting tritonserver" not in served.output(), served.output()
+    finally:
+        served.stop()
