@@ -4,6 +4,7 @@ Kubernetes manifests cannot run Python, so the parts of deploy/kubernetes/ that 
 written by this module from the one source of each fact, and a test fails when a committed file is stale:
 
 - tritonserver's hardening flags: trt_plugin_kit.serving.HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES;
+- the Python backend's shared memory: its flags and the size of /dev/shm, trt_plugin_kit.shm_budget;
 - ports: trt_plugin_kit.interface;
 - the NGC release of the images and its TensorRT version, and where the engine builder writes the plugin
   library and the model repository: docker-compose.yml (x-ngc-release, x-artifacts), shared with compose;
@@ -28,6 +29,12 @@ from trt_plugin_kit.interface import (
     REPO_ROOT,
 )
 from trt_plugin_kit.serving import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
+from trt_plugin_kit.shm_budget import (
+    format_mebibytes,
+    python_backend_instances,
+    python_backend_shm_flags,
+    required_shm_bytes,
+)
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
@@ -128,7 +135,15 @@ def tritonserver_args(
         "--allow-gpu-metrics=true",
         f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}",
         f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
+        *python_backend_shm_flags(),
     ]
+
+
+def shm_size_limit(variant: str) -> str:
+    """sizeLimit of the pod's /dev/shm (memory-backed emptyDir): the Python backend's regions of `variant`'s
+    configurations. Kubernetes >= 1.22 sizes the tmpfs to it (SizeMemoryBackedVolumes), so a full /dev/shm
+    fails an allocation instead of getting the pod evicted."""
+    return format_mebibytes(required_shm_bytes(python_backend_instances(variant)), "Mi")
 
 
 def http_guard_command(listen_port: int, upstream_port: int) -> list[str]:
@@ -294,7 +309,7 @@ def serving_runtime(pin: NgcPin) -> dict:
             ],
             "volumes": [
                 {"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}},
-                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}},
+                {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size_limit("tensorrt")}},
             ],
         },
     }

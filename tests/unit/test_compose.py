@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trt_plugin_kit import shm_budget
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving import ADMIN_HEADER, RESTRICTED_APIS
 
@@ -170,6 +171,38 @@ def test_triton_flags_are_serving_py_s(compose):
     assert sync.render(text) == text, "stale: run .venv/bin/python scripts/sync_compose_flags.py"
     command = compose["services"]["triton"]["command"]
     assert command[1 : 1 + len(sync.generated_flags(text))] == sync.generated_flags(text)
+
+
+# Docker's size units (docker/go-units RAMInBytes, which compose uses for shm_size): 1024-based.
+DOCKER_SIZE = re.compile(r"^(?P<number>\d+)(?P<unit>[kmg]?)b?$", re.IGNORECASE)
+
+
+def docker_size(value: str | int) -> int:
+    match = DOCKER_SIZE.match(str(value))
+    assert match, f"not a size docker compose reads: {value!r}"
+    return int(match["number"]) * 1024 ** " kmg".index(match["unit"].lower() or " ")
+
+
+def test_docker_sizes_are_read_as_docker_reads_them():
+    assert docker_size("141mb") == docker_size("141m") == 141 * 1024 * 1024
+    assert docker_size("1gb") == 1024**3 and docker_size(4096) == 4096
+
+
+@pytest.mark.parametrize(("service", "variant"), [("triton", "tensorrt"), ("triton-cpu", "cpu")])
+def test_shm_size_holds_the_python_backends_regions_and_no_more(compose, service, variant):
+    """/dev/shm is the sum of the Python backend's regions, each created at its largest size, plus less than
+    one growth step: no region can grow into another's (trt_plugin_kit/shm_budget.py)."""
+    instances = shm_budget.python_backend_instances(variant)
+    assert instances == 4
+    size = docker_size(compose["services"][service]["shm_size"])
+    assert size == shm_budget.required_shm_bytes(instances) == 141 * 1024 * 1024
+
+
+def test_the_gpu_server_creates_its_regions_at_the_budgeted_size(compose):
+    """The triton service starts tritonserver itself: the region flags are in its generated block (the
+    triton-cpu service gets them from serving.py, as `make serve`)."""
+    command = compose["services"]["triton"]["command"]
+    assert all(flag in command for flag in shm_budget.python_backend_shm_flags())
 
 
 def test_ports_are_published_on_localhost_and_match_the_server(compose):

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from trt_plugin_kit import kubernetes as k8s
+from trt_plugin_kit import shm_budget
 from trt_plugin_kit.interface import (
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
@@ -29,6 +30,7 @@ from trt_plugin_kit.interface import (
 )
 from trt_plugin_kit.serve import parse_args
 from trt_plugin_kit.serving import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
+from trt_plugin_kit.shm_budget import MIB
 
 KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
 OVERLAYS = ("gpu", "cpu")
@@ -319,6 +321,34 @@ def test_cpu_server_starts_like_make_serve(rendered, compose):
     assert args.model_repository == MODEL_REPOSITORY and args.tritonserver_args == []
     version = re.search(r'^version = "(.+)"$', (REPO_ROOT / "pyproject.toml").read_text(), re.MULTILINE)[1]
     assert triton["image"] == f"trt-plugin-kit/triton-cpu:{version}"
+
+
+def test_dev_shm_holds_the_python_backends_regions_and_no_more(rendered, serving_runtime):
+    """Each pod's /dev/shm: the Python backend's regions of its overlay's configurations, each created at its
+    largest size, plus less than one growth step (trt_plugin_kit/shm_budget.py)."""
+    budget = {
+        "cpu": shm_budget.required_shm_bytes(shm_budget.python_backend_instances("cpu")),
+        "gpu": shm_budget.required_shm_bytes(shm_budget.python_backend_instances("tensorrt")),
+    }
+    assert budget == {"cpu": 141 * MIB, "gpu": 141 * MIB}
+    runtime_spec = serving_runtime["spec"]
+    for overlay, spec in [*((o, pod_spec(d)) for o, d in rendered.items()), ("kserve", runtime_spec)]:
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        dshm = volumes["dshm"]["emptyDir"]
+        assert dshm["medium"] == "Memory", overlay
+        assert quantity_bytes(dshm["sizeLimit"]) == budget["cpu" if overlay == "cpu" else "gpu"], overlay
+        mounts = {m["mountPath"]: m["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
+        assert mounts["/dev/shm"] == "dshm", overlay
+    # Where tritonserver is started by the manifest, it creates its regions at the budgeted size; the cpu
+    # overlay starts trt_plugin_kit.serve, whose flags come from serving.py.
+    for args in (container(rendered["gpu"], "triton")["args"], runtime_spec["containers"][0]["args"]):
+        assert all(flag in args for flag in shm_budget.python_backend_shm_flags())
+
+
+def quantity_bytes(quantity: str) -> int:
+    """A Kubernetes memory quantity in binary units ("141Mi") as bytes."""
+    number, unit = re.fullmatch(r"(\d+)(Ki|Mi|Gi)?", quantity).groups()
+    return int(number) * {None: 1, "Ki": 1024, "Mi": MIB, "Gi": 1024 * MIB}[unit]
 
 
 def test_ports_service_and_probes_agree(rendered):
