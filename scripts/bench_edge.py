@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""What the edge costs: the same requests with the edge on and off, both protocols, in one run.
+
+Starts two CPU servers on this machine, one behind the edge (as `make serve` runs it) and one with
+`--edge off` (tritonserver itself on the public ports; for this measurement only), then, for each request
+kind and protocol, sends requests from N concurrent clients for a fixed time to each, alternating rounds so
+that machine load hits both alike. At saturation (enough clients to keep every core busy) the ratio of
+throughputs is the edge's cost. Writes docs/reliability/edge-overhead.{json,md}.
+
+    .venv/bin/python scripts/bench_edge.py --seconds 10 --rounds 3 --concurrency 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import time
+
+import aiohttp
+import grpc
+import numpy as np
+from tritonclient.grpc import service_pb2 as pb
+
+from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
+from trt_plugin_kit.serving import Ports, TritonServer
+
+OUT_DIR = REPO_ROOT / "docs" / "reliability"
+
+
+def http_kinds() -> dict[str, tuple[str, bytes, dict]]:
+    vector = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+    l2norm = {"inputs": [{"name": "vector", "shape": [1, 512], "datatype": "FP32", "data": vector.tolist()}]}
+    l2norm_binary = json.dumps(
+        {"inputs": [{"name": "vector", "shape": [1, 512], "datatype": "FP32",
+                     "parameters": {"binary_data_size": 2048}}]}
+    ).encode()  # fmt: skip
+    digit = (SAMPLES_DIR / "7.png").read_bytes()
+    header = json.dumps(
+        {"inputs": [{"name": "image_bytes", "shape": [1, 1], "datatype": "BYTES",
+                     "parameters": {"binary_data_size": len(digit) + 4}}]}
+    ).encode()  # fmt: skip
+    return {
+        "l2norm [1,512] JSON": ("/v2/models/l2norm/infer", json.dumps(l2norm).encode(), {}),
+        "l2norm [1,512] binary": (
+            "/v2/models/l2norm/infer",
+            l2norm_binary + vector.tobytes(),
+            {"Inference-Header-Content-Length": str(len(l2norm_binary))},
+        ),
+        "mnist_pipeline PNG": (
+            "/v2/models/mnist_pipeline/infer",
+            header + len(digit).to_bytes(4, "little") + digit,
+            {"Inference-Header-Content-Length": str(len(header))},
+        ),
+    }
+
+
+def grpc_kinds() -> dict[str, bytes]:
+    vector = np.random.default_rng(0).standard_normal(512).astype(np.float32)
+    l2norm = pb.ModelInferRequest(model_name="l2norm")
+    l2norm.inputs.add(name="vector", datatype="FP32", shape=[1, 512])
+    l2norm.raw_input_contents.append(vector.tobytes())
+    digit = (SAMPLES_DIR / "7.png").read_bytes()
+    pipeline = pb.ModelInferRequest(model_name="mnist_pipeline")
+    pipeline.inputs.add(name="image_bytes", datatype="BYTES", shape=[1, 1])
+    pipeline.raw_input_contents.append(len(digit).to_bytes(4, "little") + digit)
+    return {"l2norm [1,512] raw": l2norm.SerializeToString(), "mnist_pipeline PNG": pipeline.SerializeToString()}
+
+
+async def hammer_http(base: str, path: str, body: bytes, headers: dict, seconds: float, concurrency: int):
+    latencies, failures = [], 0
+    deadline = time.monotonic() + seconds
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+
+        async def worker():
+            nonlocal failures
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                async with session.post(base + path, data=body, headers=headers) as response:
+                    await response.read()
+                    failures += response.status != 200
+                latencies.append(time.perf_counter() - started)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, failures
+
+
+async def hammer_grpc(target: str, payload: bytes, seconds: float, concurrency: int):
+    latencies, failures = [], 0
+    deadline = time.monotonic() + seconds
+    async with grpc.aio.insecure_channel(target) as channel:
+        call = channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+
+        async def worker():
+            nonlocal failures
+            while time.monotonic() < deadline:
+                started = time.perf_counter()
+                try:
+                    await call(payload, timeout=30)
+                except grpc.aio.AioRpcError:
+                    failures += 1
+                latencies.append(time.perf_counter() - started)
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies, failures
+
+
+def summarize(latencies: list[float], failures: int, seconds: float) -> dict:
+    ms = sorted(1000 * x for x in latencies)
+    return {
+        "requests_per_s": round(len(ms) / seconds, 1),
+        "p50_ms": round(statistics.median(ms), 2),
+        "p99_ms": round(ms[int(0.99 * (len(ms) - 1))], 2),
+        "failures": failures,
+    }
+
+
+def machine() -> str:
+    model = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"
+    )
+    return f"{platform.machine()} {model}, {len(os.sched_getaffinity(0))} cores"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="per round and target")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--concurrency", type=int, default=16)
+    args = parser.parse_args()
+    results = {}
+    with (
+        TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3) as on,
+        TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3, edge="off") as off,
+    ):
+        servers = {"edge on": on, "edge off": off}
+        plan = [("http", kind, spec) for kind, spec in http_kinds().items()]
+        plan += [("grpc", kind, payload) for kind, payload in grpc_kinds().items()]
+        for protocol, kind, spec in plan:
+            collected = {name: ([], 0) for name in servers}
+            for round_index in range(args.rounds):
+                for name, server in servers.items():
+                    print(f"{protocol} {kind}: round {round_index + 1}/{args.rounds}, {name} ...", flush=True)
+                    if protocol == "http":
+                        path, body, headers = spec
+                        run = hammer_http(
+                            f"http://{server.http_url}", path, body, headers, args.seconds, args.concurrency
+                        )
+                    else:
+                        run = hammer_grpc(server.grpc_url, spec, args.seconds, args.concurrency)
+                    latencies, failures = asyncio.run(run)
+                    previous = collected[name]
+                    collected[name] = (previous[0] + latencies, previous[1] + failures)
+            seconds = args.seconds * args.rounds
+            row = {name: summarize(*collected[name], seconds) for name in servers}
+            row["throughput_ratio"] = round(
+                row["edge on"]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
+            )
+            results[f"{protocol}: {kind}"] = row
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT, check=False
+    ).stdout.strip()
+    record = {
+        "what": "edge on vs off at saturation, CPU variant (tritonserver 2.51, Python backend)",
+        "command": f"scripts/bench_edge.py --seconds {args.seconds:g} --rounds {args.rounds} "
+        f"--concurrency {args.concurrency}",
+        "commit": commit,
+        "machine": machine(),
+        "date": time.strftime("%Y-%m-%d"),
+        "concurrency": args.concurrency,
+        "seconds_per_target": args.seconds * args.rounds,
+        "results": results,
+    }
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    (OUT_DIR / "edge-overhead.json").write_text(json.dumps(record, indent=2) + "\n")
+    lines = [
+        "# What the edge costs (CPU variant)",
+        "",
+        f"Measured by `{record['command']}` on {record['date']} (commit {commit}): {record['machine']}, "
+        f"{args.concurrency} concurrent clients on the same machine, {record['seconds_per_target']:.0f} s per "
+        f"target in {args.rounds} alternating rounds. Edge on = `make serve` (the edge on the public ports, "
+        "tritonserver on private sockets); edge off = the same server with `--edge off`. Load generator, "
+        "edge and tritonserver share the cores, so the ratio is the edge's whole cost at saturation.",
+        "",
+        "| request | target | req/s | p50 ms | p99 ms | failures |",
+        "| --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for kind, by_target in results.items():
+        for name in ("edge on", "edge off"):
+            row = by_target[name]
+            cells = [kind, name, row["requests_per_s"], row["p50_ms"], row["p99_ms"], row["failures"]]
+            lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+        lines.append(f"| {kind} | **on / off throughput** | **{by_target['throughput_ratio']}** | | | |")
+    (OUT_DIR / "edge-overhead.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
