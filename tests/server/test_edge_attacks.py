@@ -380,12 +380,6 @@ def test_http_admin_key_with_a_line_break_is_refused(triton_server, baseline, ca
     assert_unharmed(triton_server, baseline)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge bug: a request aiohttp's HTTP parser refuses (a header value with a bare LF) is answered "
-    "'HTTP/1.0 400 Bad Request', Content-Type text/plain, the parser's message echoing the header line "
-    "('Missing expected CR after header value: ...'), not Triton's {\"error\": ...} JSON",
-)
 def test_http_messages_the_parser_refuses_are_answered_in_json(triton_server):
     request = (
         b"GET /v2/logging HTTP/1.1\r\nHost: edge\r\n" + LINE_BREAK_HEADERS["the old fixed key"] + b"\r\n"
@@ -504,12 +498,6 @@ def test_json_the_two_parsers_would_read_differently_is_refused(triton_server, b
     assert_unharmed(triton_server, baseline)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge bug: a JSON number beyond a double (1e999) is read by Python's json as inf and forwarded as "
-    "an FP32 infinity (RapidJSON refuses it: 'Number too big to be stored in double'); the 400 comes from "
-    "l2norm's own NaN/Inf check, not from the edge",
-)
 def test_a_json_number_beyond_a_double_is_refused_at_the_edge(triton_server):
     body = b'{"inputs":[{"name":"vector","shape":[1,2],"datatype":"FP32","data":[1e999,4]}]}'
     answer = http_request(triton_server, "POST", "/v2/models/l2norm/infer", body)
@@ -614,12 +602,6 @@ def test_a_bad_inference_header_content_length_is_refused(triton_server, baselin
     assert_unharmed(triton_server, baseline)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge bug: parse_infer checks str.isdigit(), which is true for Unicode digits int() rejects "
-    "('²': ValueError escapes, aiohttp answers 500 text/plain 'Server got itself in trouble') or reads "
-    "('١' is read as 1, the JSON part is cut after one byte: 400 'not valid JSON')",
-)
 @pytest.mark.parametrize("value", [b"\xc2\xb2", "١".encode()], ids=["superscript two", "arabic-indic one"])
 def test_a_non_ascii_digit_inference_header_content_length_is_refused(triton_server, baseline, value):
     answer = http_request(
@@ -633,11 +615,6 @@ def test_a_non_ascii_digit_inference_header_content_length_is_refused(triton_ser
     assert_unharmed(triton_server, baseline)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge bug (disclosure): every answer of the edge carries 'Server: Python/3.11 aiohttp/3.14.5', "
-    "the exact versions of its interpreter and HTTP library",
-)
 def test_answers_do_not_name_the_edge_software_versions(triton_server):
     answer = http_request(triton_server, "GET", "/v2/health/live")
     assert answer.status == 200
@@ -814,11 +791,6 @@ def test_a_stalled_body_is_answered_408(triton_server, baseline, stalled_connect
     assert_unharmed(triton_server, baseline)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="edge bug: after the 408 at BODY_TIMEOUT_S (30 s) aiohttp keeps the connection open for its "
-    "lingering_time (10 s, reading the rest of the declared body): closed at ~40 s, not by 35 s",
-)
 def test_a_stalled_body_connection_is_closed_after_the_body_timeout(stalled_connections):
     stall = stalled_connections["body stalled"]
     stall.thread.join(STALL_LIMIT_S + 5)

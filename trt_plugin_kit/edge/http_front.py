@@ -19,7 +19,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
-from aiohttp import web
+from aiohttp import web, web_protocol
 
 from trt_plugin_kit.edge import limits, wire_json
 from trt_plugin_kit.edge.tensors import (
@@ -42,6 +42,9 @@ from trt_plugin_kit.interface import ADMIN_HEADER
 log = logging.getLogger("trt_plugin_kit.edge")
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
+ASCII_COUNT = re.compile(r"[0-9]{1,10}")  # str.isdigit() would take "²" and int() then raise
+# What the Server header says: no software or version.
+SERVER_NAME = "triton-edge"
 # Every deployment runs --model-control-mode=none: what the repository held at start is all it serves.
 MODEL_CONTROL_REFUSAL = (
     "explicit model load / unload is not allowed: this server's model control mode is none"
@@ -181,7 +184,7 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
     """A KServe v2 HTTP inference body (JSON, or JSON + the binary extension) as an InferRequest."""
     json_part, binary = body, b""
     if header_length is not None:
-        if not header_length.isdigit() or len(header_length) > 10:
+        if not ASCII_COUNT.fullmatch(header_length):
             raise Refused(f"{HEADER_LENGTH} must be a byte count, got {header_length[:20]!r}")
         length = int(header_length)
         if length > len(body):
@@ -338,6 +341,26 @@ def error_response(refusal: Refused) -> web.Response:
     return web.json_response({"error": str(refusal)}, status=refusal.status)
 
 
+class _EdgeRequestHandler(web_protocol.RequestHandler):
+    """aiohttp's connection handler, answering what its HTTP parser refuses in Triton's JSON error form,
+    without echoing the request or logging a traceback per malformed request (a log flood)."""
+
+    def handle_error(self, request, status=500, exc=None, message=None):
+        if request.writer.output_size > 0:
+            raise ConnectionError("response already sent")
+        words = "malformed HTTP request" if status == 400 else "the edge could not handle the request"
+        if status >= 500:
+            log.warning("internal error on %s: %s", request.path[:100], type(exc).__name__)
+        response = web.json_response({"error": words}, status=status, headers={"Server": SERVER_NAME})
+        response.force_close()  # the connection closes once the answer is written
+        return response
+
+
+class _EdgeServer(web.Server):
+    def __call__(self) -> web_protocol.RequestHandler:
+        return _EdgeRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
 class HttpFront:
     def __init__(self, upstream: Upstream, admin_key: str | None, ready=None):
         self.upstream = upstream
@@ -347,9 +370,10 @@ class HttpFront:
     def server(self) -> web.Server:
         # The keep-alive timer runs from connection start and from each response until the next request's
         # headers are complete: aiohttp closes the connection if they are not, which is the header timeout.
-        return web.Server(
+        return _EdgeServer(
             self.handle,
             keepalive_timeout=limits.HEADER_TIMEOUT_S,
+            lingering_time=0,  # a refused upload's rest is not waited for
             max_line_size=2048,
             max_field_size=8190,
             max_headers=64,
@@ -366,13 +390,14 @@ class HttpFront:
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         try:
-            return await self._handle(request)
+            response = await self._handle(request)
         except Refused as refusal:
             response = error_response(refusal)
             if refusal.status in (408, 413, 415):
                 # The rest of an unread body is not worth reading: answer, then close the connection.
                 response.force_close()
-            return response
+        response.headers["Server"] = SERVER_NAME
+        return response
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         target = request.raw_path
@@ -470,7 +495,10 @@ async def metrics_handler(upstream: Upstream, request: web.BaseRequest) -> web.S
             return web.Response(
                 status=response.status,
                 body=await response.read(),
-                headers={"Content-Type": response.headers.get("Content-Type", "text/plain")},
+                headers={
+                    "Content-Type": response.headers.get("Content-Type", "text/plain"),
+                    "Server": SERVER_NAME,
+                },
             )
     except (OSError, asyncio.TimeoutError, Exception):  # noqa: BLE001
         return web.Response(status=503, text="the inference server is not reachable right now\n")

@@ -27,6 +27,13 @@ def _refuse_constant(name: str):
     raise Refused(f"the JSON holds {name}, which is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise Refused(f"the JSON holds a number too large for a double ({text[:20]})")
+    return value
+
+
 def _bounded_int(text: str) -> int:
     if len(text.lstrip("-")) > limits.MAX_JSON_NUMBER_DIGITS:
         raise Refused(f"the JSON holds an integer of {len(text)} digits")
@@ -45,6 +52,7 @@ def parse(data: bytes, what: str = "the request") -> object:
             object_pairs_hook=_object_without_duplicates,
             parse_constant=_refuse_constant,
             parse_int=_bounded_int,
+            parse_float=_finite_float,
         )
     except RecursionError:
         raise Refused(f"{what} nests JSON too deeply") from None
