@@ -12,7 +12,8 @@ stamp="${ARTIFACTS_DIR}/TENSORRT_VERSION"
 rm -f "${stamp}"
 
 trt_version=$(python3 -c "import tensorrt; print(tensorrt.__version__)")
-if [[ "${trt_version}" != "${TENSORRT_VERSION}"* ]]; then
+# Whole components of the pin: "11.3" takes 11.3.0.99, not 11.30.
+if [[ "${trt_version}" != "${TENSORRT_VERSION}" && "${trt_version}" != "${TENSORRT_VERSION}".* ]]; then
   echo "builder: this image carries TensorRT ${trt_version}, docker-compose.yml pins ${TENSORRT_VERSION}" >&2
   exit 1
 fi

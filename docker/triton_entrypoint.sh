@@ -24,8 +24,10 @@ for soname in ("libnvinfer.so.11", "libnvinfer.so.10"):
 PY
 )
 built_version=$(cat "${stamp}")
+# The pin may name major.minor ("11.3") or more; it matches whole components: "11.3" takes 11.3.0 and
+# 11.3.0.99, not 11.30.
 for version in "${runtime_version}" "${built_version}"; do
-  if [[ "${version}" != "${TENSORRT_VERSION}"* ]]; then
+  if [[ "${version}" != "${TENSORRT_VERSION}" && "${version}" != "${TENSORRT_VERSION}".* ]]; then
     echo "triton: TensorRT mismatch: runtime '${runtime_version}', artifacts built with '${built_version}'," \
          "compose pins '${TENSORRT_VERSION}'. Keep both image tags on one NGC release (x-ngc-release)." >&2
     exit 1

@@ -8,7 +8,9 @@ written by this module from the one source of each fact, and a test fails when a
 - ports: trt_plugin_kit.interface;
 - the NGC release of the images and its TensorRT version, and where the engine builder writes the plugin
   library and the model repository: docker-compose.yml (x-ngc-release, x-artifacts), shared with compose;
-- whether Triton's HTTP port needs the validating guard in front: releases before NGC 26.04 (Triton 2.68).
+- whether Triton's HTTP port needs the validating guard in front: releases before NGC 26.04 (Triton 2.68);
+- whether Triton takes --allow-client-shm: releases from NGC 26.05 (Triton 2.69) on, which need it for
+  clients' shared memory.
 
 Run ``python -m trt_plugin_kit.kubernetes`` after changing any of those; ``--check`` only compares.
 """
@@ -50,6 +52,10 @@ BUILDER_WORKDIR = "/workspace/trt_plugin_kit"
 # First NGC release whose Triton (2.68.0) checks declared shapes on the HTTP JSON path (serving.py:
 # HTTP_JSON_FIXED_VERSION). Before it, the pod runs trt_plugin_kit.http_guard in front of Triton's HTTP port.
 HTTP_JSON_FIXED_NGC_RELEASE = (26, 4)
+# First NGC release whose Triton (2.69.0, server PR #8721) refuses clients' shared-memory regions unless
+# started with --allow-client-shm=true; older ones do not know the flag and would not start with it.
+# Registering a region still needs the admin key (restricted "shared-memory" API).
+CLIENT_SHM_FLAG_NGC_RELEASE = (26, 5)
 # Triton's own HTTP port inside the pod when the guard holds the public one (loopback of the pod only).
 PRIVATE_HTTP_PORT = 8010
 # Seconds Triton drains in-flight requests after SIGTERM, as `make serve` and compose.
@@ -78,7 +84,7 @@ class KubernetesError(RuntimeError):
 class NgcPin:
     """The release docker-compose.yml pins, and where its builder puts the artifacts."""
 
-    release: str  # "25.09"
+    release: str  # "26.09"
     tensorrt_version: str
     artifacts_dir: str
     plugin_library: str
@@ -92,6 +98,11 @@ class NgcPin:
     @property
     def needs_http_guard(self) -> bool:
         return self.release_tuple < HTTP_JSON_FIXED_NGC_RELEASE
+
+    @property
+    def client_shm_flag(self) -> list[str]:
+        """The flag that keeps clients' shared memory working on this release's Triton (none before it)."""
+        return ["--allow-client-shm=true"] if self.release_tuple >= CLIENT_SHM_FLAG_NGC_RELEASE else []
 
     def relative(self, path: str) -> str:
         """A path of the builder's artifacts relative to the artifacts folder."""
@@ -120,7 +131,7 @@ def read_ngc_pin(compose_file: Path = COMPOSE_FILE) -> NgcPin:
 
 
 def tritonserver_args(
-    model_repository: str, http_port: int, grpc_port: int, metrics_port: int, http_address: str
+    pin: NgcPin, model_repository: str, http_port: int, grpc_port: int, metrics_port: int, http_address: str
 ) -> list[str]:
     """tritonserver's command line in a pod. The image's entrypoint adds the admin-key restriction flags
     (docker/triton_entrypoint.sh: the key from $TRITON_ADMIN_KEY, else one no client can send)."""
@@ -136,6 +147,7 @@ def tritonserver_args(
         f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}",
         f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
         *python_backend_shm_flags(),
+        *pin.client_shm_flag,
     ]
 
 
@@ -169,6 +181,7 @@ def gpu_deployment_patch(pin: NgcPin) -> dict:
         "name": "triton",
         "image": triton_image,
         "args": tritonserver_args(
+            pin,
             pin.model_repository,
             http_port=PRIVATE_HTTP_PORT if guard else DEFAULT_HTTP_PORT,
             grpc_port=DEFAULT_GRPC_PORT,
@@ -202,6 +215,11 @@ def gpu_deployment_patch(pin: NgcPin) -> dict:
                 "ports": [{"name": "http", "containerPort": DEFAULT_HTTP_PORT}],
                 "livenessProbe": {"tcpSocket": {"port": DEFAULT_HTTP_PORT}, "periodSeconds": 10},
                 "readinessProbe": {"tcpSocket": {"port": DEFAULT_HTTP_PORT}, "periodSeconds": 5},
+                # Here rather than in resources.yaml: the container comes and goes with the pin.
+                "resources": {
+                    "requests": {"cpu": "250m", "memory": "128Mi"},
+                    "limits": {"memory": "512Mi"},  # bodies up to 32 MiB, a few at a time
+                },
                 "securityContext": RESTRICTED_CONTAINER,
             }
         )
@@ -251,6 +269,7 @@ def serving_runtime(pin: NgcPin) -> dict:
     """
     guard = pin.needs_http_guard
     args = tritonserver_args(
+        pin,
         f"{KSERVE_MODEL_DIR}/{pin.relative(pin.model_repository)}",
         http_port=KSERVE_HTTP_PORT,
         grpc_port=KSERVE_GRPC_PORT,

@@ -37,11 +37,26 @@ def _load_script(name: str):
 
 
 # TensorRT carried by NVIDIA's NGC containers per release (NVIDIA Frameworks Support Matrix). The tensorrt
-# and tritonserver images of one release carry the same TensorRT. Extend when moving the pin.
+# and tritonserver images of one release carry the same TensorRT. Extend when moving the pin. From 26.07 on,
+# from images pinned and checked elsewhere (26.07: TENSORRT_VERSION=11.1.0.106; 26.08: 11.2.1.2); 26.09:
+# major.minor only, our reading (CUDA 13.4.1 image, TensorRT 11.3.0 the CUDA 13.4 release), which the
+# builder and the triton entrypoint check against the image at start.
 NGC_RELEASE_TENSORRT = {
     "25.08": "10.13.2",
     "25.09": "10.13.3",
     "25.10": "10.13.3",
+    "26.07": "11.1.0",
+    "26.08": "11.2.1",
+    "26.09": "11.3",
+}
+# Triton of each NGC release, where something here depends on it (server releases "corresponding to NGC
+# container YY.MM").
+NGC_RELEASE_TRITON = {"25.09": (2, 61, 0), "26.04": (2, 68, 0), "26.05": (2, 69, 0), "26.09": (2, 73, 0)}
+# Triton fixes this kit's serving relies on (server PRs) and the first release with each.
+TRITON_FIXES = {
+    "#8637 out-of-range exception caught": (2, 66, 0),
+    "#8676 HTTP JSON shapes checked before sizing buffers": (2, 68, 0),
+    "#8925 Inference-Header-Content-Length out of range": (2, 73, 0),
 }
 IMAGE_PATTERN = re.compile(r"^nvcr\.io/nvidia/(?P<name>tensorrt|tritonserver):(?P<release>\d\d\.\d\d)-py3$")
 # "${VAR:-default}" as docker compose interpolates it when VAR is unset.
@@ -113,6 +128,65 @@ def test_services_build_from_the_pinned_images_and_check_the_version(compose):
         assert service_env(services[name])["TENSORRT_VERSION"] == release["tensorrt-version"]
     assert "TENSORRT_VERSION" in (DOCKER_DIR / "build_artifacts.sh").read_text()
     assert "TENSORRT_VERSION" in (DOCKER_DIR / "triton_entrypoint.sh").read_text()
+
+
+def pinned_release(compose: dict) -> str:
+    return IMAGE_PATTERN.match(compose["x-ngc-release"]["tritonserver-image"])["release"]
+
+
+def test_the_pinned_triton_carries_the_serving_fixes(compose):
+    triton = NGC_RELEASE_TRITON[pinned_release(compose)]
+    missing = [fix for fix, first in TRITON_FIXES.items() if triton < first]
+    assert not missing, f"Triton {triton} of the pinned release lacks {missing}"
+
+
+def test_clients_shared_memory_is_allowed_where_triton_knows_the_flag(compose):
+    """Triton >= 2.69 (NGC 26.05, server PR #8721) refuses clients' shared memory without the flag; older
+    releases refuse to start with it."""
+    command = compose["services"]["triton"]["command"]
+    knows_flag = NGC_RELEASE_TRITON[pinned_release(compose)] >= (2, 69, 0)
+    assert ("--allow-client-shm=true" in command) == knows_flag
+
+
+@pytest.mark.parametrize(
+    ("runtime", "built", "starts"),
+    [
+        ("11.3.0", "11.3.0.99", True),
+        ("11.3.1", "11.3.1.5", True),
+        ("11.30.0", "11.30.0.1", False),  # the pin matches whole version components
+        ("11.2.1", "11.2.1.2", False),
+        ("11.3.0", "11.2.1.2", False),  # artifacts of another TensorRT
+        ("", "11.3.0.99", False),  # no libnvinfer in the image
+    ],
+)
+def test_the_triton_entrypoint_checks_the_tensorrt_pin(tmp_path, runtime, built, starts):
+    """docker/triton_entrypoint.sh with a stand-in python3 (which reports the runtime's version) and the
+    builder's stamp: it starts the command only on the pinned TensorRT."""
+    bin_dir, artifacts = tmp_path / "bin", tmp_path / "artifacts"
+    bin_dir.mkdir()
+    artifacts.mkdir()
+    fake = bin_dir / "python3"
+    fake.write_text(f"#!/bin/sh\ncat > /dev/null\necho '{runtime}'\n")
+    fake.chmod(0o755)
+    (artifacts / "TENSORRT_VERSION").write_text(built + "\n")
+    env = {
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "TENSORRT_VERSION": "11.3",
+        "ARTIFACTS_DIR": str(artifacts),
+    }
+    result = subprocess.run(
+        ["bash", str(DOCKER_DIR / "triton_entrypoint.sh"), "echo", "started"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if starts:
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.startswith("started --http-restricted-api=")
+    else:
+        assert result.returncode == 1 and "TensorRT mismatch" in result.stderr
+        assert "started" not in result.stdout
 
 
 def _mount_for(service: dict, path: str) -> tuple[str, str, bool]:

@@ -137,6 +137,19 @@ def test_generated_files_follow_their_sources():
     assert f"--http-port={DEFAULT_HTTP_PORT}" in containers[0]["args"]
     assert env_of(containers[0])["TENSORRT_VERSION"] == "10.99.0"
     assert k8s.serving_runtime(moved)["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
+    # Before 26.04 the generated guard comes with its resources (resources.yaml names no such container).
+    old = k8s.NgcPin("25.09", "10.13.3", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
+    containers = k8s.gpu_deployment_patch(old)["spec"]["template"]["spec"]["containers"]
+    (guard,) = [c for c in containers if c["name"] == "http-guard"]
+    assert guard["resources"]["requests"] and guard["resources"]["limits"]["memory"]
+    by_hand = yaml.safe_load((KUBERNETES_DIR / "overlays" / "gpu" / "resources.yaml").read_text())
+    assert "http-guard" not in [c["name"] for c in by_hand["spec"]["template"]["spec"]["containers"]]
+    # --allow-client-shm from NGC 26.05 (Triton 2.69) on, which needs it; older Triton would not start.
+    for release, flagged in (("25.09", False), ("26.04", False), ("26.05", True), ("26.09", True)):
+        other = k8s.NgcPin(release, "x", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
+        args = k8s.gpu_deployment_patch(other)["spec"]["template"]["spec"]["containers"][0]["args"]
+        kserve_args = k8s.serving_runtime(other)["spec"]["containers"][0]["args"]
+        assert ("--allow-client-shm=true" in args) == ("--allow-client-shm=true" in kserve_args) == flagged
 
 
 def test_both_overlays_render_every_object(rendered):

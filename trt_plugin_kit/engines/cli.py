@@ -51,7 +51,7 @@ DEFAULT_DRY_RUN_VERSION = "10.13.3"
 ENVIRONMENT_HELP = (
     "build_engines.py needs NVIDIA TensorRT >= 10 (its Python package `tensorrt`), the CUDA runtime and an "
     "NVIDIA GPU. Run it in NVIDIA's TensorRT container on a GPU host, for example\n"
-    '    docker run --rm --gpus all -v "$PWD":/workspace -w /workspace nvcr.io/nvidia/tensorrt:25.09-py3 \\\n'
+    '    docker run --rm --gpus all -v "$PWD":/workspace -w /workspace nvcr.io/nvidia/tensorrt:26.09-py3 \\\n'
     '        bash -c \'pip install onnx tqdm pillow "tritonclient[grpc]" && python3 build_engines.py '
     "--plugin-library <lib>'\n"
     "or let `docker compose up --build` do it (the builder service compiles the plugins and builds the "
