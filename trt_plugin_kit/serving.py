@@ -31,8 +31,7 @@ from pathlib import Path
 
 from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.edge import limits as edge_limits
-from trt_plugin_kit.edge.app import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
-from trt_plugin_kit.edge.upstream import socket_paths
+from trt_plugin_kit.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV, socket_paths
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -62,6 +61,7 @@ from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the servi
     probe_host,
     system_triton_python_path,
 )
+from trt_plugin_kit.shm_budget import python_backend_shm_flags
 
 # Largest request accepted (HTTP body after decompression, gRPC message): the edge's limit, also given to
 # Triton as --http-max-input-size where it has it (>= 25.05). Bigger than mnist_preprocess's per-image limit
@@ -438,6 +438,7 @@ class TritonServer:
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
             f"--backend-config=python,shm-region-prefix-name={self.shm_prefix}",
+            *python_backend_shm_flags(),
         ]
         # Behind the edge only the edge knows tritonserver's key; without it, the operator's key (if any) or
         # the random one, which nobody knows.
@@ -445,6 +446,10 @@ class TritonServer:
         args += restricted_api_flags(triton_key, help_text)
         if "--http-max-input-size" in help_text:
             args.append(f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}")
+        if (
+            "--allow-client-shm" in help_text
+        ):  # Triton >= 2.69 (NGC 26.05) refuses clients' regions without it
+            args.append("--allow-client-shm=true")
         return args
 
     def is_running(self) -> bool:

@@ -6,7 +6,7 @@ listens on private Unix sockets only. Start it through trt_plugin_kit.serving.Tr
 """
 
 from trt_plugin_kit.edge import limits
+from trt_plugin_kit.edge.contract import socket_paths
 from trt_plugin_kit.edge.tensors import ModelInterface, Refused, check_request
-from trt_plugin_kit.edge.upstream import socket_paths
 
 __all__ = ["ModelInterface", "Refused", "check_request", "limits", "socket_paths"]

@@ -21,15 +21,13 @@ from pathlib import Path
 from aiohttp import web
 
 from trt_plugin_kit.edge import limits
+from trt_plugin_kit.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
 from trt_plugin_kit.edge.grpc_front import GrpcFront
 from trt_plugin_kit.edge.http_front import HttpFront, metrics_handler
 from trt_plugin_kit.edge.upstream import Upstream
 from trt_plugin_kit.interface import ADMIN_KEY_ENV
 
 log = logging.getLogger("trt_plugin_kit.edge")
-INTERNAL_KEY_ENV = "TRT_PLUGIN_KIT_INTERNAL_KEY"
-EXIT_MODEL_DOWN = 3
-EXIT_NEVER_READY = 4
 
 
 def _endpoint(text: str) -> tuple[str, int]:

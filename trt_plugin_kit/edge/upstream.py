@@ -16,25 +16,11 @@ from pathlib import Path
 import aiohttp
 
 from trt_plugin_kit.edge import limits
+from trt_plugin_kit.edge.contract import socket_paths
 from trt_plugin_kit.edge.tensors import ModelInterface
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
 
 log = logging.getLogger("trt_plugin_kit.edge")
-
-
-def socket_paths(socket_dir: Path) -> dict[str, str]:
-    """tritonserver's flags for listening in ``socket_dir``, and the addresses the edge dials.
-
-    Triton appends ":<port>" to a gRPC address (the socket is ``grpc:0``), not to the HTTP ones.
-    """
-    return {
-        "http_flag": f"unix:{socket_dir}/http",
-        "grpc_flag": f"unix:{socket_dir}/grpc",
-        "metrics_flag": f"unix:{socket_dir}/metrics",
-        "http": str(socket_dir / "http"),
-        "metrics": str(socket_dir / "metrics"),
-        "grpc": f"unix:{socket_dir}/grpc:0",
-    }
 
 
 class Upstream:
