@@ -1,8 +1,25 @@
 #!/usr/bin/env bash
-# Entrypoint of the `triton` service: refuse to start on artifacts built for another TensorRT, close the
-# administrative APIs behind a key, then exec the command (tritonserver ...) from docker-compose.yml.
-# LD_PRELOAD (the plugin library) is set by docker-compose.yml and inherited by tritonserver.
+# Entrypoint of the `triton` service (docker-compose.yml), the Kubernetes gpu overlay and the KServe runtime:
+# refuse to start on artifacts built for another TensorRT, then exec the command, `make serve`'s launcher:
+#   python3 -m trt_plugin_kit.serve --variant=tensorrt --host=0.0.0.0 ... --plugin-library=... --restart=never
+# It starts tritonserver with trt_plugin_kit/serving.py's hardened flags on private Unix sockets, the plugin
+# library in tritonserver's LD_PRELOAD only, and the edge (trt_plugin_kit/edge/) on the public ports; the
+# administrative APIs stay closed unless $TRITON_ADMIN_KEY is set (clients then send it to the edge).
 set -euo pipefail
+
+if [[ $# -eq 0 ]]; then
+  echo "triton: no command (docker-compose.yml and the Kubernetes files give python3 -m" \
+       "trt_plugin_kit.serve ...)" >&2
+  exit 1
+fi
+# tritonserver started by hand would hold the public ports itself, without the edge, with no admin key:
+# the administrative APIs open to every client. Use `--entrypoint` to run it for debugging.
+if [[ "$(basename -- "$1")" == tritonserver ]]; then
+  echo "triton: refusing to start tritonserver directly: run python3 -m trt_plugin_kit.serve (the" \
+       "edge in front, serving.py's flags, the admin APIs behind \$TRITON_ADMIN_KEY);" \
+       "tritonserver's own flags go after --" >&2
+  exit 1
+fi
 
 : "${TENSORRT_VERSION:?set by docker-compose.yml: the TensorRT version both images carry}"
 : "${ARTIFACTS_DIR:?set by docker-compose.yml: the volume the builder service fills}"
@@ -34,8 +51,4 @@ for version in "${runtime_version}" "${built_version}"; do
   fi
 done
 
-# Without TRITON_ADMIN_KEY the restricted APIs are closed to everybody: the key holds a line break, which
-# no HTTP header or gRPC metadata value can carry (trt_plugin_kit.serving.CLOSED_ADMIN_KEY, same text).
-admin_key="${TRITON_ADMIN_KEY:-$'closed\n(no TRITON_ADMIN_KEY was set)'}"
-restricted="model-repository,shared-memory,trace,logging:triton-admin-key=${admin_key}"
-exec "$@" "--http-restricted-api=${restricted}" "--grpc-restricted-protocol=${restricted}"
+exec "$@"

@@ -1,14 +1,16 @@
 """Static checks of docker-compose.yml and docker/ (the compose test, scripts/compose_test.py, runs the cpu
 and loadtest profiles for real where a Docker daemon answers; no GPU anywhere in CI).
 
-What is checked is what breaks silently on a GPU host: images of two different TensorRT versions, a
-LD_PRELOAD path where the builder never writes, ports or healthcheck pointing elsewhere than Triton listens,
-triton starting before the builder succeeded, hardening flags lost or drifting from serving.py; and for the
-CPU profile what a green run would not show: which profile starts what, the user, the published addresses.
+What is checked is what breaks silently on a GPU host: images of two different TensorRT versions, a plugin
+library path where the builder never writes, ports or healthcheck pointing elsewhere than the edge listens,
+triton starting before the builder succeeded, a server started otherwise than by serve.py (tritonserver on a
+public port, without the edge, with flags that drift from serving.py); and for the CPU profile what a green
+run would not show: which profile starts what, the user, the published addresses.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
@@ -19,9 +21,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trt_plugin_kit import shm_budget
-from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving import ADMIN_HEADER, RESTRICTED_APIS
+from trt_plugin_kit import serve, shm_budget
+from trt_plugin_kit.interface import (
+    ADMIN_HEADER,
+    DEFAULT_GRPC_PORT,
+    DEFAULT_HTTP_PORT,
+    DEFAULT_METRICS_PORT,
+    REPO_ROOT,
+    RESTRICTED_APIS,
+)
+from trt_plugin_kit.serving import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 HOST_NETWORK_FILE = REPO_ROOT / "docker" / "compose.host-network.yml"
@@ -72,9 +81,14 @@ def interpolate_defaults(text: str) -> str:
     return INTERPOLATION.sub(lambda match: match.group("default") or "", text)
 
 
-def flags(command: list[str]) -> dict[str, str]:
-    """`--name=value` items of a command list as {name: value}."""
-    return dict(item[2:].split("=", 1) for item in command if item.startswith("--") and "=" in item)
+SERVE_MODULE = ["python3", "-m", "trt_plugin_kit.serve"]
+
+
+def serve_args(service: dict) -> argparse.Namespace:
+    """The service's command read by serve.py's own parser (a flag it does not know fails here)."""
+    command = service["command"]
+    assert command[:3] == SERVE_MODULE, f"not serve.py: {command[:3]}"
+    return serve.parse_args(command[3:])
 
 
 def service_env(service: dict) -> dict[str, str]:
@@ -140,12 +154,16 @@ def test_the_pinned_triton_carries_the_serving_fixes(compose):
     assert not missing, f"Triton {triton} of the pinned release lacks {missing}"
 
 
-def test_clients_shared_memory_is_allowed_where_triton_knows_the_flag(compose):
-    """Triton >= 2.69 (NGC 26.05, server PR #8721) refuses clients' shared memory without the flag; older
-    releases refuse to start with it."""
-    command = compose["services"]["triton"]["command"]
-    knows_flag = NGC_RELEASE_TRITON[pinned_release(compose)] >= (2, 69, 0)
-    assert ("--allow-client-shm=true" in command) == knows_flag
+def test_release_dependent_flags_are_left_to_serving_py(compose):
+    """Triton >= 2.69 (NGC 26.05, server PR #8721) refuses clients' shared memory without
+    --allow-client-shm=true and older releases refuse to start with it; --http-max-input-size exists from
+    25.05 on. serving.py passes each where `tritonserver --help` lists it: the command names neither."""
+    extra = serve_args(compose["services"]["triton"]).tritonserver_args
+    assert not [arg for arg in extra if arg.startswith(("--allow-client-shm", "--http-max-input-size"))]
+    help_text = "--allow-client-shm --http-max-input-size --http-restricted-api --grpc-restricted-protocol"
+    triton_flags = private_tritonserver_flags(compose, help_text)
+    assert "--allow-client-shm=true" in triton_flags
+    assert f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}" in triton_flags
 
 
 @pytest.mark.parametrize(
@@ -183,10 +201,24 @@ def test_the_triton_entrypoint_checks_the_tensorrt_pin(tmp_path, runtime, built,
     )
     if starts:
         assert result.returncode == 0, result.stderr
-        assert result.stdout.startswith("started --http-restricted-api=")
+        assert result.stdout == "started\n"  # the command as given: serve.py adds every tritonserver flag
     else:
         assert result.returncode == 1 and "TensorRT mismatch" in result.stderr
         assert "started" not in result.stdout
+
+
+@pytest.mark.parametrize("command", ["tritonserver", "/opt/tritonserver/bin/tritonserver"])
+def test_the_triton_entrypoint_refuses_tritonserver_without_the_edge(command):
+    """An old command line (tritonserver ...) on this image would put tritonserver on the public ports
+    without the edge, and with no admin restriction (serving.py adds it): the entrypoint stops it."""
+    result = subprocess.run(
+        ["bash", str(DOCKER_DIR / "triton_entrypoint.sh"), command, "--model-repository=/x"],
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1 and "trt_plugin_kit.serve" in result.stderr
 
 
 def _mount_for(service: dict, path: str) -> tuple[str, str, bool]:
@@ -198,10 +230,13 @@ def _mount_for(service: dict, path: str) -> tuple[str, str, bool]:
     raise AssertionError(f"no volume of the service contains {path}")
 
 
-def test_ld_preload_is_the_library_the_builder_writes(compose):
+def test_the_preloaded_plugin_library_is_the_one_the_builder_writes(compose):
+    """serve.py puts --plugin-library into tritonserver's LD_PRELOAD (and no other process's); the container's
+    environment has none, so nothing preloads it twice or into the edge, serve.py or the healthcheck."""
     builder, triton = compose["services"]["builder"], compose["services"]["triton"]
     written = service_env(builder)["PLUGIN_LIBRARY"]
-    preloaded = service_env(triton)["LD_PRELOAD"]
+    preloaded = str(serve_args(triton).plugin_library)
+    assert "LD_PRELOAD" not in service_env(triton)
     assert preloaded == written
     assert Path(written).name == "libtrt_plugin_kit.so"
     # The builder's script installs the compiled library at exactly that path ...
@@ -219,7 +254,7 @@ def test_ld_preload_is_the_library_the_builder_writes(compose):
 def test_triton_serves_the_repository_the_builder_fills(compose):
     builder, triton = compose["services"]["builder"], compose["services"]["triton"]
     repository = service_env(builder)["MODEL_REPOSITORY"]
-    assert flags(triton["command"])["model-repository"] == repository
+    assert str(serve_args(triton).model_repository) == repository
     assert _mount_for(triton, repository)[0] == _mount_for(builder, repository)[0]
 
 
@@ -238,13 +273,50 @@ def test_loadtest_waits_for_whichever_server_its_profile_starts(compose):
     assert services["triton-cpu"]["networks"]["default"]["aliases"] == ["triton"]
 
 
-def test_triton_flags_are_serving_py_s(compose):
-    """The generated block equals what trt_plugin_kit/serving.py would start Triton with now."""
-    sync = _load_script("sync_compose_flags")
-    text = COMPOSE_FILE.read_text()
-    assert sync.render(text) == text, "stale: run .venv/bin/python scripts/sync_compose_flags.py"
-    command = compose["services"]["triton"]["command"]
-    assert command[1 : 1 + len(sync.generated_flags(text))] == sync.generated_flags(text)
+def private_tritonserver_flags(compose: dict, help_text: str = "") -> list[str]:
+    """tritonserver's flags as serve.py would start it from the `triton` service's command, behind the edge
+    (socket folder stand-in; `help_text` plays `tritonserver --help`)."""
+    server = serve.make_server(serve_args(compose["services"]["triton"]), "tensorrt")
+    server.socket_dir = Path("/tmp/trt_plugin_kit_triton_x/sockets")
+    return server._common_args(help_text)
+
+
+def test_gpu_server_is_serve_py_with_the_edge_on(compose):
+    """The `triton` service runs `make serve`'s launcher, TensorRT variant: the edge on the public ports,
+    tritonserver on private Unix sockets only, every tritonserver flag from serving.py (none repeated in
+    compose), no admin key anywhere in the files."""
+    triton = compose["services"]["triton"]
+    command = triton["command"]
+    args = serve_args(triton)
+    assert (args.variant, args.host, args.restart) == ("tensorrt", "0.0.0.0", "never")
+    assert args.edge == "on" and args.http_guard is None
+    assert not [arg for arg in command if arg.startswith(("--edge", "--http-guard"))]
+    assert "tritonserver" not in command and "entrypoint" not in triton  # the image's entrypoint first
+    assert serve.make_server(args, "tensorrt").guarded
+    # tritonserver itself: private sockets, no TCP port; serving.py's hardening and restriction flags.
+    triton_flags = private_tritonserver_flags(compose, "--http-restricted-api --grpc-restricted-protocol")
+    ports = [flag for flag in triton_flags if re.match(r"--(http|grpc|metrics)-port=", flag)]
+    addresses = [flag for flag in triton_flags if re.match(r"--(http|grpc|metrics)-address=", flag)]
+    assert sorted(ports) == ["--grpc-port=0", "--http-port=0", "--metrics-port=0"]
+    assert len(addresses) == 3 and all("=unix:" in flag for flag in addresses)
+    assert all(flag in triton_flags for flag in HARDENED_FLAGS)
+    assert any(flag.startswith("--http-restricted-api=") for flag in triton_flags)
+    # tritonserver's extras after `--` override none of that.
+    owned = ("--model-", "--strict-", "--exit-", "--disable-", "--allow-metrics", "--allow-sagemaker")
+    owned += ("--allow-vertex-ai", "--http-", "--grpc-", "--metrics-", "--backend-config", "--log-")
+    assert args.tritonserver_args == ["--allow-gpu-metrics=true"]
+    assert not [arg for arg in args.tritonserver_args if arg.startswith(owned)]
+
+
+def test_no_admin_key_in_the_compose_files_or_the_entrypoint(compose):
+    """The operator's key reaches the container only from the host's environment; tritonserver's is random
+    per start (serving.py). Neither the compose files nor the entrypoint carry a key or a restriction flag."""
+    for service in ("triton", "triton-cpu"):
+        assert service_env(compose["services"][service])["TRITON_ADMIN_KEY"] == "${TRITON_ADMIN_KEY:-}"
+    for path in (COMPOSE_FILE, HOST_NETWORK_FILE, DOCKER_DIR / "triton_entrypoint.sh"):
+        text = path.read_text()
+        for marker in ("restricted-api", "restricted-protocol", f"{ADMIN_HEADER}=", "closed\\n"):
+            assert marker not in text, f"{path.name}: {marker}"
 
 
 # Docker's size units (docker/go-units RAMInBytes, which compose uses for shm_size): 1024-based.
@@ -273,30 +345,36 @@ def test_shm_size_holds_the_python_backends_regions_and_no_more(compose, service
 
 
 def test_the_gpu_server_creates_its_regions_at_the_budgeted_size(compose):
-    """The triton service starts tritonserver itself: the region flags are in its generated block (the
-    triton-cpu service gets them from serving.py, as `make serve`)."""
-    command = compose["services"]["triton"]["command"]
-    assert all(flag in command for flag in shm_budget.python_backend_shm_flags())
+    """serving.py gives tritonserver the region flags (shm_size above is their sum); the command does not
+    override them."""
+    assert all(flag in private_tritonserver_flags(compose) for flag in shm_budget.python_backend_shm_flags())
+    extra = serve_args(compose["services"]["triton"]).tritonserver_args
+    assert not [arg for arg in extra if arg.startswith("--backend-config")]
 
 
 def test_ports_are_published_on_localhost_and_match_the_server(compose):
     triton = compose["services"]["triton"]
-    command = flags(triton["command"])
+    args = serve_args(triton)
     published = {}
     for spec in triton["ports"]:
         host_ip, host_port, container_port = interpolate_defaults(spec).split(":")
         assert host_ip == "127.0.0.1", f"{spec} is published beyond localhost"
         published[int(container_port)] = int(host_port)
     assert published == {8000: 8000, 8001: 8001, 8002: 8002}
-    assert (command["http-port"], command["grpc-port"], command["metrics-port"]) == ("8000", "8001", "8002")
+    # The edge's public ports; tritonserver has none (test_gpu_server_is_serve_py_with_the_edge_on).
+    assert (args.http_port, args.grpc_port, args.metrics_port) == (
+        DEFAULT_HTTP_PORT,
+        DEFAULT_GRPC_PORT,
+        DEFAULT_METRICS_PORT,
+    )
 
 
-def test_healthcheck_asks_triton_for_readiness(compose):
+def test_healthcheck_asks_the_edge_for_readiness(compose):
     triton = compose["services"]["triton"]
     check = triton["healthcheck"]
     test = " ".join(check["test"])
     assert check["test"][0] == "CMD"
-    assert f"http://127.0.0.1:{flags(triton['command'])['http-port']}/v2/health/ready" in test
+    assert f"http://127.0.0.1:{serve_args(triton).http_port}/v2/health/ready" in test
     assert "-f" in test or "--fail" in test  # curl must fail on a non-2xx answer
     assert check["retries"] >= 1 and check["start_period"]
 
@@ -308,15 +386,26 @@ def test_gpu_is_reserved_for_builder_and_triton(compose):
 
 
 def test_triton_runs_with_hardened_flags(compose):
-    command = flags(compose["services"]["triton"]["command"])
-    assert command["model-control-mode"] == "none"
-    assert command["strict-readiness"] == "true" and command["exit-on-error"] == "true"
-    assert command["allow-sagemaker"] == "false" and command["allow-vertex-ai"] == "false"
-    assert int(command["http-max-input-size"]) > 0
-    entrypoint = (DOCKER_DIR / "triton_entrypoint.sh").read_text()
+    triton_flags = private_tritonserver_flags(compose, "--http-restricted-api --grpc-restricted-protocol")
+    assert "--model-control-mode=none" in triton_flags
+    assert "--strict-readiness=true" in triton_flags and "--exit-on-error=true" in triton_flags
+    assert "--allow-sagemaker=false" in triton_flags and "--allow-vertex-ai=false" in triton_flags
     restricted = f"{','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}="
-    assert restricted in entrypoint
-    assert "--http-restricted-api=" in entrypoint and "--grpc-restricted-protocol=" in entrypoint
+    for flag in ("--http-restricted-api", "--grpc-restricted-protocol"):
+        (value,) = [f for f in triton_flags if f.startswith(f"{flag}=")]
+        assert value.startswith(f"{flag}={restricted}") and len(value) > len(f"{flag}={restricted}") + 30
+
+
+def test_the_triton_image_installs_what_serve_py_and_the_edge_import():
+    """The system python3 of NVIDIA's image runs serve.py, the edge and the readiness wait; the build
+    imports them (a missing package fails the build, not the start on a GPU node)."""
+    dockerfile = (DOCKER_DIR / "triton.Dockerfile").read_text()
+    installed = re.search(r"pip install((?:.|\\\n)*?)(?:&&|\n\n)", dockerfile)[1]
+    for package in ("pillow", "aiohttp", "grpcio", "numpy", "tritonclient[grpc,http]"):
+        assert f'"{package}' in installed or f" {package} " in installed, package
+    assert (
+        "import trt_plugin_kit.edge.app, trt_plugin_kit.serve, trt_plugin_kit.triton_protocol" in dockerfile
+    )
 
 
 def test_dockerfiles_copy_only_what_exists():
@@ -466,19 +555,3 @@ def test_docker_compose_accepts_the_files_and_profiles_select_the_services():
 
 
 ENV = {key: value for key, value in os.environ.items() if not key.startswith("COMPOSE_")}
-
-
-def test_gpu_triton_closes_the_admin_apis_with_the_same_unsendable_key_as_make_serve():
-    from trt_plugin_kit.serving import CLOSED_ADMIN_KEY
-
-    entrypoint = (REPO_ROOT / "docker" / "triton_entrypoint.sh").read_text()
-    assignment = next(line for line in entrypoint.splitlines() if line.startswith("admin_key="))
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_ADMIN_KEY"}
-    shown = subprocess.run(
-        ["bash", "-c", f'{assignment}\nprintf %s "$admin_key"'],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert shown == CLOSED_ADMIN_KEY
