@@ -3,14 +3,15 @@
 Kubernetes manifests cannot run Python, so the parts of deploy/kubernetes/ that repeat a fact of this kit are
 written by this module from the one source of each fact, and a test fails when a committed file is stale:
 
-- tritonserver's hardening flags: trt_plugin_kit.serving.HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES;
-- the Python backend's shared memory: its flags and the size of /dev/shm, trt_plugin_kit.shm_budget;
+- how the server starts: `make serve`'s launcher, ``python3 -m trt_plugin_kit.serve --variant=tensorrt``,
+  as compose's `triton` service; tritonserver's flags (hardening, private sockets, request limits, shared
+  memory, the admin restriction with its per-start key) come from trt_plugin_kit/serving.py at start, and
+  the edge (trt_plugin_kit/edge/) holds the public ports, whatever the Triton release;
+- tritonserver's extra flags of the GPU deployment: the `triton` service's command after ``--``;
+- the size of /dev/shm: trt_plugin_kit.shm_budget;
 - ports: trt_plugin_kit.interface;
 - the NGC release of the images and its TensorRT version, and where the engine builder writes the plugin
-  library and the model repository: docker-compose.yml (x-ngc-release, x-artifacts), shared with compose;
-- whether Triton's HTTP port needs the validating guard in front: releases before NGC 26.04 (Triton 2.68);
-- whether Triton takes --allow-client-shm: releases from NGC 26.05 (Triton 2.69) on, which need it for
-  clients' shared memory.
+  library and the model repository: docker-compose.yml (x-ngc-release, x-artifacts), shared with compose.
 
 Run ``python -m trt_plugin_kit.kubernetes`` after changing any of those; ``--check`` only compares.
 """
@@ -30,13 +31,7 @@ from trt_plugin_kit.interface import (
     DEFAULT_METRICS_PORT,
     REPO_ROOT,
 )
-from trt_plugin_kit.serving import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
-from trt_plugin_kit.shm_budget import (
-    format_mebibytes,
-    python_backend_instances,
-    python_backend_shm_flags,
-    required_shm_bytes,
-)
+from trt_plugin_kit.shm_budget import format_mebibytes, python_backend_instances, required_shm_bytes
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
@@ -49,17 +44,8 @@ TRITON_GPU_IMAGE = "trt-plugin-kit/triton-gpu"
 BUILDER_IMAGE = "trt-plugin-kit/builder"
 # docker/builder.Dockerfile's WORKDIR: build_engines.py keeps its timing cache in build/ below it.
 BUILDER_WORKDIR = "/workspace/trt_plugin_kit"
-# First NGC release whose Triton (2.68.0) checks declared shapes on the HTTP JSON path (serving.py:
-# HTTP_JSON_FIXED_VERSION). Before it, the pod runs trt_plugin_kit.http_guard in front of Triton's HTTP port.
-HTTP_JSON_FIXED_NGC_RELEASE = (26, 4)
-# First NGC release whose Triton (2.69.0, server PR #8721) refuses clients' shared-memory regions unless
-# started with --allow-client-shm=true; older ones do not know the flag and would not start with it.
-# Registering a region still needs the admin key (restricted "shared-memory" API).
-CLIENT_SHM_FLAG_NGC_RELEASE = (26, 5)
-# Triton's own HTTP port inside the pod when the guard holds the public one (loopback of the pod only).
-PRIVATE_HTTP_PORT = 8010
-# Seconds Triton drains in-flight requests after SIGTERM, as `make serve` and compose.
-EXIT_TIMEOUT_S = 15
+# The launcher the server containers run (docker/triton.Dockerfile's system python3), as compose's `triton`.
+SERVE_MODULE = ("python3", "-m", "trt_plugin_kit.serve")
 # KServe's conventions for a runtime's ports and the folder its storage initializer fills.
 KSERVE_HTTP_PORT, KSERVE_GRPC_PORT = 8080, 9000
 KSERVE_MODEL_DIR = "/mnt/models"
@@ -90,20 +76,6 @@ class NgcPin:
     plugin_library: str
     model_repository: str
 
-    @property
-    def release_tuple(self) -> tuple[int, int]:
-        year, month = self.release.split(".")
-        return int(year), int(month)
-
-    @property
-    def needs_http_guard(self) -> bool:
-        return self.release_tuple < HTTP_JSON_FIXED_NGC_RELEASE
-
-    @property
-    def client_shm_flag(self) -> list[str]:
-        """The flag that keeps clients' shared memory working on this release's Triton (none before it)."""
-        return ["--allow-client-shm=true"] if self.release_tuple >= CLIENT_SHM_FLAG_NGC_RELEASE else []
-
     def relative(self, path: str) -> str:
         """A path of the builder's artifacts relative to the artifacts folder."""
         return str(Path(path).relative_to(self.artifacts_dir))
@@ -130,24 +102,41 @@ def read_ngc_pin(compose_file: Path = COMPOSE_FILE) -> NgcPin:
     return pin
 
 
-def tritonserver_args(
-    pin: NgcPin, model_repository: str, http_port: int, grpc_port: int, metrics_port: int, http_address: str
+def compose_tritonserver_args(compose_file: Path = COMPOSE_FILE) -> list[str]:
+    """The tritonserver flags compose's `triton` service adds after ``--`` of its serve.py command."""
+    command = yaml.safe_load(compose_file.read_text())["services"]["triton"]["command"]
+    if "--" not in command:
+        return []
+    return command[command.index("--") + 1 :]
+
+
+def serve_command(
+    model_repository: str,
+    plugin_library: str,
+    http_port: int,
+    grpc_port: int,
+    metrics_port: int,
+    tritonserver_args: list[str],
 ) -> list[str]:
-    """tritonserver's command line in a pod. The image's entrypoint adds the admin-key restriction flags
-    (docker/triton_entrypoint.sh: the key from $TRITON_ADMIN_KEY, else one no client can send)."""
+    """The server container's command: `make serve`'s launcher, TensorRT variant, as compose's `triton`.
+
+    serve.py starts tritonserver with serving.py's flags on private Unix sockets (their own network namespace
+    where the platform allows one) and the edge on the public ports given here; the plugin library goes into
+    tritonserver's LD_PRELOAD only. `--restart=never`: when tritonserver dies, serve.py exits and the kubelet
+    restarts the container (restarts counted in the pod's status). The image's entrypoint checks the TensorRT
+    stamp first (docker/triton_entrypoint.sh).
+    """
     return [
-        "tritonserver",
-        f"--model-repository={model_repository}",
-        *HARDENED_FLAGS,
-        f"--http-address={http_address}",
+        *SERVE_MODULE,
+        "--variant=tensorrt",
+        "--host=0.0.0.0",
         f"--http-port={http_port}",
         f"--grpc-port={grpc_port}",
         f"--metrics-port={metrics_port}",
-        "--allow-gpu-metrics=true",
-        f"--http-max-input-size={HTTP_MAX_INPUT_BYTES}",
-        f"--exit-timeout-secs={EXIT_TIMEOUT_S}",
-        *python_backend_shm_flags(),
-        *pin.client_shm_flag,
+        f"--model-repository={model_repository}",
+        f"--plugin-library={plugin_library}",
+        "--restart=never",
+        *(["--", *tritonserver_args] if tritonserver_args else []),
     ]
 
 
@@ -158,71 +147,33 @@ def shm_size_limit(variant: str) -> str:
     return format_mebibytes(required_shm_bytes(python_backend_instances(variant)), "Mi")
 
 
-def http_guard_command(listen_port: int, upstream_port: int) -> list[str]:
-    return [
-        "python3",
-        "-m",
-        "trt_plugin_kit.http_guard",
-        f"--listen=0.0.0.0:{listen_port}",
-        f"--upstream=127.0.0.1:{upstream_port}",
-        f"--max-input-bytes={HTTP_MAX_INPUT_BYTES}",
-    ]
-
-
 def _env(**values: str) -> list[dict[str, str]]:
     return [{"name": name, "value": value} for name, value in values.items()]
 
 
-def gpu_deployment_patch(pin: NgcPin) -> dict:
-    """Strategic-merge patch of the base Deployment for the gpu overlay (resources live in resources.yaml)."""
-    triton_image = f"{TRITON_GPU_IMAGE}:{pin.release}"
-    guard = pin.needs_http_guard
+def gpu_deployment_patch(pin: NgcPin, tritonserver_args: list[str]) -> dict:
+    """Strategic-merge patch of the base Deployment for the gpu overlay (resources live in resources.yaml).
+
+    The base keeps the public ports, the probes (the edge's ports: HTTP /v2/health/live and ready), the admin
+    key from its Secret and the writable /tmp (emptyDir) where TritonServer keeps its work folder and
+    tritonserver's sockets under a read-only root filesystem."""
     triton = {
         "name": "triton",
-        "image": triton_image,
-        "args": tritonserver_args(
-            pin,
+        "image": f"{TRITON_GPU_IMAGE}:{pin.release}",
+        # `args`, not `command`: the image's entrypoint (NVIDIA's, then docker/triton_entrypoint.sh, which
+        # refuses artifacts built for another TensorRT than the image carries: the builder's stamp
+        # ARTIFACTS_DIR/TENSORRT_VERSION) runs first.
+        "args": serve_command(
             pin.model_repository,
-            http_port=PRIVATE_HTTP_PORT if guard else DEFAULT_HTTP_PORT,
+            pin.plugin_library,
+            http_port=DEFAULT_HTTP_PORT,
             grpc_port=DEFAULT_GRPC_PORT,
             metrics_port=DEFAULT_METRICS_PORT,
-            # Behind the guard, Triton's HTTP port is reachable from inside the pod only.
-            http_address="127.0.0.1" if guard else "0.0.0.0",
+            tritonserver_args=tritonserver_args,
         ),
-        # TensorRT finds plugin creators in libraries loaded in the process: preloading registers ours before
-        # the TensorRT backend deserialises the engines. The entrypoint refuses artifacts built for another
-        # TensorRT than the image carries (stamp ARTIFACTS_DIR/TENSORRT_VERSION, written by the builder).
-        "env": _env(
-            LD_PRELOAD=pin.plugin_library,
-            TENSORRT_VERSION=pin.tensorrt_version,
-            ARTIFACTS_DIR=pin.artifacts_dir,
-        ),
+        "env": _env(TENSORRT_VERSION=pin.tensorrt_version, ARTIFACTS_DIR=pin.artifacts_dir),
         "volumeMounts": [{"name": "artifacts", "mountPath": pin.artifacts_dir, "readOnly": True}],
     }
-    containers = [triton]
-    if guard:
-        # The guard owns the public HTTP port; Triton's health is asked over gRPC (grpc.health.v1), so a dead
-        # guard does not get Triton restarted. Readiness stays on HTTP through the guard: the whole path.
-        triton["ports"] = [{"containerPort": DEFAULT_HTTP_PORT, "$patch": "delete"}]
-        for probe in ("startupProbe", "livenessProbe"):
-            triton[probe] = {"httpGet": None, "grpc": {"port": DEFAULT_GRPC_PORT}}
-        containers.append(
-            {
-                "name": "http-guard",
-                "image": triton_image,
-                "imagePullPolicy": "Always",
-                "command": http_guard_command(DEFAULT_HTTP_PORT, PRIVATE_HTTP_PORT),
-                "ports": [{"name": "http", "containerPort": DEFAULT_HTTP_PORT}],
-                "livenessProbe": {"tcpSocket": {"port": DEFAULT_HTTP_PORT}, "periodSeconds": 10},
-                "readinessProbe": {"tcpSocket": {"port": DEFAULT_HTTP_PORT}, "periodSeconds": 5},
-                # Here rather than in resources.yaml: the container comes and goes with the pin.
-                "resources": {
-                    "requests": {"cpu": "250m", "memory": "128Mi"},
-                    "limits": {"memory": "512Mi"},  # bodies up to 32 MiB, a few at a time
-                },
-                "securityContext": RESTRICTED_CONTAINER,
-            }
-        )
     builder = {
         "name": "builder",
         "image": f"{BUILDER_IMAGE}:{pin.release}",
@@ -250,7 +201,7 @@ def gpu_deployment_patch(pin: NgcPin) -> dict:
             "template": {
                 "spec": {
                     "initContainers": [builder],
-                    "containers": containers,
+                    "containers": [triton],
                     "volumes": [
                         {"name": "artifacts", "emptyDir": {"sizeLimit": "2Gi"}},
                         {"name": "build-cache", "emptyDir": {"sizeLimit": "256Mi"}},
@@ -261,28 +212,20 @@ def gpu_deployment_patch(pin: NgcPin) -> dict:
     }
 
 
-def serving_runtime(pin: NgcPin) -> dict:
-    """KServe ServingRuntime: NVIDIA's Triton with this kit's plugin library preloaded from the model storage.
+def serving_runtime(pin: NgcPin, tritonserver_args: list[str]) -> dict:
+    """KServe ServingRuntime: the same image and launcher, the plugin library taken from the model storage.
 
     The InferenceService's storageUri holds what the builder writes (the artifacts folder: plugins/,
-    model_repository/, TENSORRT_VERSION); KServe's storage initializer puts it in /mnt/models.
+    model_repository/, TENSORRT_VERSION); KServe's storage initializer puts it in /mnt/models. The edge
+    listens on KServe's ports (HTTP 8080, gRPC 9000) and on the metrics port the annotations name.
     """
-    guard = pin.needs_http_guard
-    args = tritonserver_args(
-        pin,
+    args = serve_command(
         f"{KSERVE_MODEL_DIR}/{pin.relative(pin.model_repository)}",
+        f"{KSERVE_MODEL_DIR}/{pin.relative(pin.plugin_library)}",
         http_port=KSERVE_HTTP_PORT,
         grpc_port=KSERVE_GRPC_PORT,
         metrics_port=DEFAULT_METRICS_PORT,
-        http_address="0.0.0.0",
-    )
-    if guard:
-        # No sidecar guard in a KServe runtime: Triton's HTTP JSON path of this release stays closed.
-        args.append("--allow-http=false")
-    port = (
-        {"name": "h2c", "containerPort": KSERVE_GRPC_PORT, "protocol": "TCP"}
-        if guard
-        else {"name": "http1", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}
+        tritonserver_args=tritonserver_args,
     )
     return {
         "apiVersion": "serving.kserve.io/v1alpha1",
@@ -296,7 +239,7 @@ def serving_runtime(pin: NgcPin) -> dict:
         },
         "spec": {
             "supportedModelFormats": [{"name": "trt-plugin-kit", "version": "1", "autoSelect": True}],
-            "protocolVersions": ["grpc-v2"] if guard else ["v2", "grpc-v2"],
+            "protocolVersions": ["v2", "grpc-v2"],
             "containers": [
                 {
                     "name": "kserve-container",
@@ -304,12 +247,11 @@ def serving_runtime(pin: NgcPin) -> dict:
                     "imagePullPolicy": "Always",
                     "args": args,
                     "env": _env(
-                        LD_PRELOAD=f"{KSERVE_MODEL_DIR}/{pin.relative(pin.plugin_library)}",
                         TENSORRT_VERSION=pin.tensorrt_version,
                         ARTIFACTS_DIR=KSERVE_MODEL_DIR,
                         HOME="/tmp",
                     ),
-                    "ports": [port],
+                    "ports": [{"name": "http1", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
                     "resources": {
                         "requests": {"cpu": "2", "memory": "4Gi"},
                         "limits": {"memory": "8Gi", "nvidia.com/gpu": "1"},
@@ -321,6 +263,7 @@ def serving_runtime(pin: NgcPin) -> dict:
                         "seccompProfile": {"type": "RuntimeDefault"},
                     },
                     "volumeMounts": [
+                        # TritonServer's work folder and tritonserver's private sockets.
                         {"name": "tmp", "mountPath": "/tmp"},
                         {"name": "dshm", "mountPath": "/dev/shm"},  # the Python backend's tensors
                     ],
@@ -348,10 +291,11 @@ def render(document: dict, sources: str) -> str:
 
 def generated_files(pin: NgcPin | None = None) -> dict[Path, str]:
     pin = pin or read_ngc_pin()
-    sources = "trt_plugin_kit/serving.py, trt_plugin_kit/interface.py and docker-compose.yml"
+    extra = compose_tritonserver_args()
+    sources = "trt_plugin_kit/kubernetes.py, interface.py, shm_budget.py and docker-compose.yml"
     return {
-        GPU_PATCH: render(gpu_deployment_patch(pin), sources),
-        SERVING_RUNTIME: render(serving_runtime(pin), sources),
+        GPU_PATCH: render(gpu_deployment_patch(pin, extra), sources),
+        SERVING_RUNTIME: render(serving_runtime(pin, extra), sources),
     }
 
 

@@ -1,18 +1,20 @@
 """deploy/kubernetes/ without a cluster: both overlays rendered by the real kustomize (`kubectl kustomize`),
 every object validated against the JSON schemas of a current Kubernetes release (kubernetes-validate,
-strict), scanned by checkov, and held to the kit's invariants: the same model repository, flags and ports
-as docker-compose.yml and `make serve`, the plugin library preloaded in the gpu overlay only.
+strict), scanned by checkov, and held to the kit's invariants: every server container runs `make serve`'s
+launcher (trt_plugin_kit.serve: the edge on the public ports, tritonserver on private sockets with
+serving.py's flags), the same model repository, plugin library and ports as docker-compose.yml, no admin key
+in any file.
 """
 
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import kubernetes_validate
@@ -29,7 +31,7 @@ from trt_plugin_kit.interface import (
     REPO_ROOT,
 )
 from trt_plugin_kit.serve import parse_args
-from trt_plugin_kit.serving import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
+from trt_plugin_kit.serving import HARDENED_FLAGS
 from trt_plugin_kit.shm_budget import MIB
 
 KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
@@ -113,9 +115,17 @@ def env_of(container_spec: dict) -> dict[str, str]:
     return {item["name"]: item.get("value") for item in container_spec.get("env", [])}
 
 
-def flags(args: list[str]) -> dict[str, str]:
-    """--name=value items as {name: value}; bare --name as {name: ""}."""
-    return {item[2:].split("=", 1)[0]: item.partition("=")[2] for item in args if item.startswith("--")}
+def serve_args(container_spec: dict) -> argparse.Namespace:
+    """A GPU server container's args (the image's entrypoint runs them) read by serve.py's own parser."""
+    args = container_spec["args"]
+    assert args[:3] == list(k8s.SERVE_MODULE), f"{container_spec['name']} does not run serve.py: {args[:3]}"
+    return parse_args(args[3:])
+
+
+def compose_serve_args(compose: dict) -> argparse.Namespace:
+    command = compose["services"]["triton"]["command"]
+    assert command[:3] == list(k8s.SERVE_MODULE)
+    return parse_args(command[3:])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -127,29 +137,33 @@ def test_generated_files_are_current():
     assert not stale, f"regenerate with `python -m trt_plugin_kit.kubernetes` (make k8s-generate): {stale}"
 
 
+def _server_args(document: dict) -> list[str]:
+    """The server container's args of a generated Deployment patch or ServingRuntime."""
+    spec = document["spec"]
+    return (spec["template"]["spec"] if "template" in spec else spec)["containers"][0]["args"]
+
+
 def test_generated_files_follow_their_sources():
+    """Another pin moves images, TensorRT version and nothing else: the edge stands in front of every Triton
+    release, and serving.py picks the release-dependent tritonserver flags from `tritonserver --help`."""
     pin = k8s.read_ngc_pin()
-    moved = k8s.NgcPin("26.04", "10.99.0", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
-    assert not moved.needs_http_guard and pin.needs_http_guard == (pin.release_tuple < (26, 4))
-    patch = k8s.gpu_deployment_patch(moved)
-    containers = patch["spec"]["template"]["spec"]["containers"]
-    assert [c["name"] for c in containers] == ["triton"]  # 26.04 checks shapes itself: no guard
-    assert f"--http-port={DEFAULT_HTTP_PORT}" in containers[0]["args"]
-    assert env_of(containers[0])["TENSORRT_VERSION"] == "10.99.0"
-    assert k8s.serving_runtime(moved)["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
-    # Before 26.04 the generated guard comes with its resources (resources.yaml names no such container).
-    old = k8s.NgcPin("25.09", "10.13.3", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
-    containers = k8s.gpu_deployment_patch(old)["spec"]["template"]["spec"]["containers"]
-    (guard,) = [c for c in containers if c["name"] == "http-guard"]
-    assert guard["resources"]["requests"] and guard["resources"]["limits"]["memory"]
+    extra = k8s.compose_tritonserver_args()
+    current = {"gpu": k8s.gpu_deployment_patch(pin, extra), "kserve": k8s.serving_runtime(pin, extra)}
+    for release in ("25.09", "26.04", "26.05", "26.09"):
+        moved = k8s.NgcPin(release, "10.99.0", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
+        patch, runtime = k8s.gpu_deployment_patch(moved, extra), k8s.serving_runtime(moved, extra)
+        (triton,) = patch["spec"]["template"]["spec"]["containers"]
+        assert triton["name"] == "triton" and triton["image"] == f"{k8s.TRITON_GPU_IMAGE}:{release}"
+        assert env_of(triton)["TENSORRT_VERSION"] == "10.99.0"
+        assert _server_args(patch) == _server_args(current["gpu"])
+        assert _server_args(runtime) == _server_args(current["kserve"])
+        assert runtime["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
+    # tritonserver's extras follow compose's `triton` command.
+    other = k8s.gpu_deployment_patch(pin, ["--log-info=false"])
+    assert parse_args(_server_args(other)[3:]).tritonserver_args == ["--log-info=false"]
+    # resources.yaml (by hand) and the generated patch name the same containers.
     by_hand = yaml.safe_load((KUBERNETES_DIR / "overlays" / "gpu" / "resources.yaml").read_text())
-    assert "http-guard" not in [c["name"] for c in by_hand["spec"]["template"]["spec"]["containers"]]
-    # --allow-client-shm from NGC 26.05 (Triton 2.69) on, which needs it; older Triton would not start.
-    for release, flagged in (("25.09", False), ("26.04", False), ("26.05", True), ("26.09", True)):
-        other = k8s.NgcPin(release, "x", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
-        args = k8s.gpu_deployment_patch(other)["spec"]["template"]["spec"]["containers"][0]["args"]
-        kserve_args = k8s.serving_runtime(other)["spec"]["containers"][0]["args"]
-        assert ("--allow-client-shm=true" in args) == ("--allow-client-shm=true" in kserve_args) == flagged
+    assert [c["name"] for c in by_hand["spec"]["template"]["spec"]["containers"]] == ["triton"]
 
 
 def test_both_overlays_render_every_object(rendered):
@@ -248,53 +262,43 @@ def test_checkov_finds_nothing_but_the_documented_exceptions(rendered, tmp_path)
 # Invariants shared with compose and `make serve`
 
 
-def test_gpu_server_runs_the_flags_of_compose_and_make_serve(rendered, compose):
+def test_gpu_server_runs_compose_s_serve_py_command(rendered, compose):
+    """The gpu overlay's server starts exactly as compose's `triton` service: serve.py, TensorRT variant, the
+    edge on, the kubelet restarting the container (--restart=never), tritonserver's flags from serving.py."""
     triton = container(rendered["gpu"], "triton")
-    args = triton["args"]
-    assert args[0] == "tritonserver"
-    for flag in HARDENED_FLAGS:  # the one source, also used by make serve (TritonServer._common_args)
-        assert flag in args
-    ours, theirs = flags(args), flags(compose["services"]["triton"]["command"])
-    # Only where HTTP listens differs: behind the guard Triton's own HTTP port is the pod's loopback.
-    assert {k: v for k, v in ours.items() if k not in ("http-port", "http-address")} == {
-        k: v for k, v in theirs.items() if k != "http-port"
-    }
-    assert ours["http-max-input-size"] == str(HTTP_MAX_INPUT_BYTES)
-    assert (int(ours["grpc-port"]), int(ours["metrics-port"])) == (DEFAULT_GRPC_PORT, DEFAULT_METRICS_PORT)
+    assert "command" not in triton  # the image's entrypoint (TensorRT stamp check) runs the args
+    assert serve_args(triton) == compose_serve_args(compose)
+    args = serve_args(triton)
+    assert (args.variant, args.host, args.restart, args.edge) == ("tensorrt", "0.0.0.0", "never", "on")
+    assert not [arg for arg in triton["args"] if arg.startswith(("--edge", "--http-guard"))]
+    # No tritonserver flag is repeated in the manifests: serving.py owns them (TritonServer._common_args).
+    assert "tritonserver" not in triton["args"]
+    assert not [flag for flag in HARDENED_FLAGS if flag in triton["args"]]
+    assert args.tritonserver_args == k8s.compose_tritonserver_args() == ["--allow-gpu-metrics=true"]
 
 
-def test_public_http_port_is_the_guard_or_triton(rendered):
-    pin = k8s.read_ngc_pin()
+def test_public_ports_are_the_edge_s(rendered):
+    """One container; serve.py's edge listens on the public ports, tritonserver on private sockets only."""
     names = [c["name"] for c in pod_spec(rendered["gpu"])["containers"]]
-    triton_flags = flags(container(rendered["gpu"], "triton")["args"])
-    if pin.needs_http_guard:
-        assert names == ["triton", "http-guard"]
-        guard = flags(container(rendered["gpu"], "http-guard")["command"])
-        assert guard["listen"] == f"0.0.0.0:{DEFAULT_HTTP_PORT}"
-        assert guard["upstream"] == f"127.0.0.1:{triton_flags['http-port']}"
-        assert triton_flags["http-address"] == "127.0.0.1"
-        assert int(guard["max-input-bytes"]) == HTTP_MAX_INPUT_BYTES
-        # The guard's command line is one its module accepts.
-        help_text = subprocess.run(
-            [sys.executable, "-m", "trt_plugin_kit.http_guard", "--help"], capture_output=True, text=True
-        ).stdout
-        assert all(f"--{name}" in help_text for name in guard)
-    else:
-        assert names == ["triton"] and int(triton_flags["http-port"]) == DEFAULT_HTTP_PORT
+    assert names == ["triton"]
+    args = serve_args(container(rendered["gpu"], "triton"))
+    assert (args.http_port, args.grpc_port, args.metrics_port) == tuple(PUBLIC_PORTS.values())
+    endpoint_flags = ("--http-", "--grpc-", "--metrics-")
+    assert not [arg for arg in args.tritonserver_args if arg.startswith(endpoint_flags)]
 
 
 def test_gpu_artifacts_are_the_builders_and_compose_paths(rendered, compose):
     spec = pod_spec(rendered["gpu"])
     (builder,) = spec["initContainers"]
     triton = container(rendered["gpu"], "triton")
-    builder_env, triton_env = env_of(builder), env_of(triton)
+    builder_env, args = env_of(builder), serve_args(triton)
     compose_builder = compose["services"]["builder"]["environment"]
-    compose_triton = compose["services"]["triton"]["environment"]
-    # Same paths, same TensorRT pin as compose; LD_PRELOAD is the library the builder writes.
+    # Same paths, same TensorRT pin as compose; serve.py preloads the library the builder writes.
     for key in ("ARTIFACTS_DIR", "PLUGIN_LIBRARY", "MODEL_REPOSITORY", "TENSORRT_VERSION"):
         assert builder_env[key] == compose_builder[key], key
-    assert triton_env["LD_PRELOAD"] == builder_env["PLUGIN_LIBRARY"] == compose_triton["LD_PRELOAD"]
-    assert flags(triton["args"])["model-repository"] == builder_env["MODEL_REPOSITORY"]
+    assert str(args.plugin_library) == builder_env["PLUGIN_LIBRARY"]
+    assert str(args.model_repository) == builder_env["MODEL_REPOSITORY"]
+    assert env_of(triton)["TENSORRT_VERSION"] == builder_env["TENSORRT_VERSION"]
     # The builder writes into the volume that the server mounts read-only at the same place.
     builder_mount = {m["mountPath"]: m for m in builder["volumeMounts"]}[builder_env["ARTIFACTS_DIR"]]
     triton_mount = {m["mountPath"]: m for m in triton["volumeMounts"]}[builder_env["ARTIFACTS_DIR"]]
@@ -308,7 +312,8 @@ def test_gpu_artifacts_are_the_builders_and_compose_paths(rendered, compose):
     release = k8s.read_ngc_pin().release
     assert builder["image"] == f"{k8s.BUILDER_IMAGE}:{release}"
     assert triton["image"] == f"{k8s.TRITON_GPU_IMAGE}:{release}"
-    assert "aiohttp" in (REPO_ROOT / "docker" / "triton.Dockerfile").read_text()  # the guard's import
+    # The image carries the edge's dependencies (tests/unit/test_compose.py checks the list).
+    assert "aiohttp" in (REPO_ROOT / "docker" / "triton.Dockerfile").read_text()
 
 
 def test_gpus_are_requested_by_the_builder_and_the_server(rendered):
@@ -319,10 +324,14 @@ def test_gpus_are_requested_by_the_builder_and_the_server(rendered):
         assert "nvidia.com/gpu" not in json.dumps(item.get("resources", {}))
 
 
-def test_ld_preload_only_in_the_gpu_overlay(rendered):
-    gpu = [c["name"] for c in all_containers(pod_spec(rendered["gpu"])) if "LD_PRELOAD" in env_of(c)]
-    assert gpu == ["triton"]
-    assert "LD_PRELOAD" not in yaml.safe_dump_all(rendered["cpu"])
+def test_the_plugin_library_is_preloaded_by_serve_py_alone(rendered, serving_runtime):
+    """No LD_PRELOAD in any manifest: serve.py puts --plugin-library into tritonserver's environment only
+    (not into its own, the edge's or a probe's, and never twice)."""
+    for overlay, documents in rendered.items():
+        assert "LD_PRELOAD" not in yaml.safe_dump_all(documents), overlay
+    assert "LD_PRELOAD" not in yaml.safe_dump(serving_runtime)
+    assert serve_args(container(rendered["gpu"], "triton")).plugin_library is not None
+    assert parse_args(container(rendered["cpu"], "triton")["args"]).plugin_library is None
 
 
 def test_cpu_server_starts_like_make_serve(rendered, compose):
@@ -352,10 +361,10 @@ def test_dev_shm_holds_the_python_backends_regions_and_no_more(rendered, serving
         assert quantity_bytes(dshm["sizeLimit"]) == budget["cpu" if overlay == "cpu" else "gpu"], overlay
         mounts = {m["mountPath"]: m["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
         assert mounts["/dev/shm"] == "dshm", overlay
-    # Where tritonserver is started by the manifest, it creates its regions at the budgeted size; the cpu
-    # overlay starts trt_plugin_kit.serve, whose flags come from serving.py.
-    for args in (container(rendered["gpu"], "triton")["args"], runtime_spec["containers"][0]["args"]):
-        assert all(flag in args for flag in shm_budget.python_backend_shm_flags())
+    # Every server starts trt_plugin_kit.serve, whose tritonserver gets the region flags from serving.py;
+    # no manifest overrides them.
+    for server in (container(rendered["gpu"], "triton"), runtime_spec["containers"][0]):
+        assert not [arg for arg in serve_args(server).tritonserver_args if arg.startswith("--backend-config")]
 
 
 def quantity_bytes(quantity: str) -> int:
@@ -373,15 +382,13 @@ def test_ports_service_and_probes_agree(rendered):
         declared = {p["containerPort"]: p.get("name") for c in spec["containers"] for p in c.get("ports", [])}
         assert declared == {port: name for name, port in PUBLIC_PORTS.items()}, overlay
         triton = container(documents, "triton")
+        # Probes on the public HTTP port: the edge's, which forwards them to tritonserver's socket.
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
             handler = triton[probe]
-            if "httpGet" in handler:
-                assert handler["httpGet"]["port"] in declared
-                path = "/v2/health/ready" if probe == "readinessProbe" else "/v2/health/live"
-                assert handler["httpGet"]["path"] == path, (overlay, probe)
-            else:  # Triton's gRPC health service (grpc.health.v1), behind the HTTP guard
-                assert handler["grpc"]["port"] == DEFAULT_GRPC_PORT and probe != "readinessProbe"
-        assert triton["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
+            assert set(handler) - {"periodSeconds", "timeoutSeconds", "failureThreshold"} == {"httpGet"}
+            assert handler["httpGet"]["port"] == DEFAULT_HTTP_PORT, (overlay, probe)
+            path = "/v2/health/ready" if probe == "readinessProbe" else "/v2/health/live"
+            assert handler["httpGet"]["path"] == path, (overlay, probe)
 
 
 def test_selectors_match_the_pods(rendered):
@@ -411,8 +418,6 @@ def test_network_policy_admits_inference_and_metrics_only(rendered):
     assert open_ports == {DEFAULT_HTTP_PORT, DEFAULT_GRPC_PORT}
     (restricted,) = [rule for rule in policy["ingress"] if "from" in rule]
     assert [p["port"] for p in restricted["ports"]] == [DEFAULT_METRICS_PORT]
-    # The private port of Triton behind the guard is never admitted.
-    assert k8s.PRIVATE_HTTP_PORT not in open_ports
 
 
 def test_every_container_is_locked_down(rendered, serving_runtime):
@@ -443,17 +448,46 @@ def test_autoscaler_scales_on_the_adapters_queue_metric(rendered):
         assert hpa["spec"]["minReplicas"] >= 2  # the PodDisruptionBudget leaves one serving during a drain
 
 
-def test_serving_runtime_preloads_the_plugin_library_from_the_model_storage(serving_runtime):
+def test_serving_runtime_serves_the_model_storage_through_serve_py(serving_runtime):
     pin = k8s.read_ngc_pin()
     (server,) = serving_runtime["spec"]["containers"]
     env = env_of(server)
-    # The storage holds what the builder writes into its artifacts folder, at the same relative paths.
-    assert env["LD_PRELOAD"] == f"{k8s.KSERVE_MODEL_DIR}/{pin.relative(pin.plugin_library)}"
     assert env["ARTIFACTS_DIR"] == k8s.KSERVE_MODEL_DIR and env["TENSORRT_VERSION"] == pin.tensorrt_version
-    args = flags(server["args"])
-    assert args["model-repository"] == f"{k8s.KSERVE_MODEL_DIR}/{pin.relative(pin.model_repository)}"
-    for flag in HARDENED_FLAGS:
-        assert flag in server["args"]
-    if pin.needs_http_guard:  # no guard in a KServe pod: the vulnerable HTTP JSON path stays off
-        assert args["allow-http"] == "false" and serving_runtime["spec"]["protocolVersions"] == ["grpc-v2"]
-        assert server["ports"] == [{"name": "h2c", "containerPort": k8s.KSERVE_GRPC_PORT, "protocol": "TCP"}]
+    # The storage holds what the builder writes into its artifacts folder, at the same relative paths.
+    args = serve_args(server)
+    assert str(args.model_repository) == f"{k8s.KSERVE_MODEL_DIR}/{pin.relative(pin.model_repository)}"
+    assert str(args.plugin_library) == f"{k8s.KSERVE_MODEL_DIR}/{pin.relative(pin.plugin_library)}"
+    assert (args.variant, args.host, args.restart, args.edge) == ("tensorrt", "0.0.0.0", "never", "on")
+    assert not [flag for flag in HARDENED_FLAGS if flag in server["args"]]  # serving.py's
+    # The edge on KServe's ports; the metrics port is the one the annotations name.
+    assert (args.http_port, args.grpc_port) == (k8s.KSERVE_HTTP_PORT, k8s.KSERVE_GRPC_PORT)
+    annotations = serving_runtime["metadata"]["annotations"]
+    assert int(annotations["prometheus.kserve.io/port"]) == args.metrics_port == DEFAULT_METRICS_PORT
+    assert serving_runtime["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
+    assert server["ports"] == [{"name": "http1", "containerPort": k8s.KSERVE_HTTP_PORT, "protocol": "TCP"}]
+
+
+def test_servers_have_a_writable_tmp(rendered, serving_runtime):
+    """Under a read-only root filesystem, TritonServer's work folder and tritonserver's private sockets live
+    in /tmp (tempfile): an emptyDir in every server container."""
+    specs = [(o, pod_spec(d), container(d, "triton")) for o, d in rendered.items()]
+    specs.append(("kserve", serving_runtime["spec"], serving_runtime["spec"]["containers"][0]))
+    for where, spec, server in specs:
+        assert server["securityContext"]["readOnlyRootFilesystem"], where
+        mounts = {m["mountPath"]: m for m in server["volumeMounts"]}
+        assert not mounts["/tmp"].get("readOnly"), where
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        assert "emptyDir" in volumes[mounts["/tmp"]["name"]], where
+
+
+def test_no_admin_key_in_the_manifests(rendered, serving_runtime):
+    """The operator's key comes from the Secret, by environment, to serve.py and the edge; tritonserver's is
+    random per start. No file names a key or a restriction flag."""
+    texts = {o: yaml.safe_dump_all(d) for o, d in rendered.items()}
+    texts["kserve"] = yaml.safe_dump(serving_runtime)
+    for where, text in texts.items():
+        for marker in ("restricted-api", "restricted-protocol", "triton-admin-key=", "closed\\n"):
+            assert marker not in text, (where, marker)
+    for overlay, documents in rendered.items():
+        (key,) = [e for e in container(documents, "triton")["env"] if e["name"] == "TRITON_ADMIN_KEY"]
+        assert "value" not in key and key["valueFrom"]["secretKeyRef"]["optional"] is True, overlay
