@@ -20,6 +20,7 @@ import platform
 import statistics
 import subprocess
 import time
+from pathlib import Path
 
 import aiohttp
 import grpc
@@ -68,7 +69,10 @@ def grpc_kinds() -> dict[str, bytes]:
     pipeline = pb.ModelInferRequest(model_name="mnist_pipeline")
     pipeline.inputs.add(name="image_bytes", datatype="BYTES", shape=[1, 1])
     pipeline.raw_input_contents.append(len(digit).to_bytes(4, "little") + digit)
-    return {"l2norm [1,512] raw": l2norm.SerializeToString(), "mnist_pipeline PNG": pipeline.SerializeToString()}
+    return {
+        "l2norm [1,512] raw": l2norm.SerializeToString(),
+        "mnist_pipeline PNG": pipeline.SerializeToString(),
+    }
 
 
 async def hammer_http(base: str, path: str, body: bytes, headers: dict, seconds: float, concurrency: int):
@@ -120,9 +124,8 @@ def summarize(latencies: list[float], failures: int, seconds: float) -> dict:
 
 
 def machine() -> str:
-    model = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?"
-    )
+    lines = Path("/proc/cpuinfo").read_text().splitlines()
+    model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
     return f"{platform.machine()} {model}, {len(os.sched_getaffinity(0))} cores"
 
 
@@ -181,8 +184,8 @@ def main() -> int:
         "# What the edge costs (CPU variant)",
         "",
         f"Measured by `{record['command']}` on {record['date']} (commit {commit}): {record['machine']}, "
-        f"{args.concurrency} concurrent clients on the same machine, {record['seconds_per_target']:.0f} s per "
-        f"target in {args.rounds} alternating rounds. Edge on = `make serve` (the edge on the public ports, "
+        f"{args.concurrency} concurrent clients on the same machine, "
+        f"{record['seconds_per_target']:.0f} s per target in {args.rounds} alternating rounds. Edge on = `make serve` (the edge on the public ports, "
         "tritonserver on private sockets); edge off = the same server with `--edge off`. Load generator, "
         "edge and tritonserver share the cores, so the ratio is the edge's whole cost at saturation.",
         "",

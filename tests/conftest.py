@@ -123,7 +123,8 @@ def triton_server(tmp_path_factory):
             exit_timeout_s=3,  # do not wait long for test clients' idle keep-alive connections
             # The tests play the operator who configured a key (TRITON_ADMIN_KEY); without one the admin
             # APIs are closed to everybody (test_serving_hardening.py checks that on its own server).
-            admin_key=os.environ.get("TRITON_ADMIN_KEY") or secrets.token_urlsafe(32),
+            # Hex: a urlsafe key may start with "-", which the clients' --admin-key would read as an option.
+            admin_key=os.environ.get("TRITON_ADMIN_KEY") or secrets.token_hex(32),
         )
         try:
             server.start()

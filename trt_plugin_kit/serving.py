@@ -383,7 +383,8 @@ class TritonServer:
         )
 
     def _prepare_variant(self) -> tuple[Path, dict[str, str], list[str]]:
-        env = dict(os.environ)
+        # The operator's key is the edge's alone (its environment); tritonserver and its stubs never see it.
+        env = {key: value for key, value in os.environ.items() if key != ADMIN_KEY_ENV}
         if self.variant == "cpu":
             distribution = find_pytriton_distribution()
             backends = prepare_cpu_backends(distribution, self._workdir)
@@ -479,7 +480,7 @@ class TritonServer:
         return None
 
     def wait_for_exit(self, poll_s: float = 0.5) -> str:
-        """Block until tritonserver or the HTTP guard ends by itself; returns :meth:`exit_reason`."""
+        """Block until tritonserver or the edge ends, or a Python stub dies; returns :meth:`exit_reason`."""
         while True:
             reason = self.exit_reason()
             if reason is not None:
