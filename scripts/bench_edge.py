@@ -185,9 +185,10 @@ def main() -> int:
         "",
         f"Measured by `{record['command']}` on {record['date']} (commit {commit}): {record['machine']}, "
         f"{args.concurrency} concurrent clients on the same machine, "
-        f"{record['seconds_per_target']:.0f} s per target in {args.rounds} alternating rounds. Edge on = `make serve` (the edge on the public ports, "
-        "tritonserver on private sockets); edge off = the same server with `--edge off`. Load generator, "
-        "edge and tritonserver share the cores, so the ratio is the edge's whole cost at saturation.",
+        f"{record['seconds_per_target']:.0f} s per target in {args.rounds} alternating rounds. "
+        "Edge on = `make serve` (the edge on the public ports, tritonserver on private sockets); "
+        "edge off = the same server with `--edge off`. Load generator, edge and tritonserver share the "
+        "cores, so the ratio is the edge's whole cost at saturation.",
         "",
         "| request | target | req/s | p50 ms | p99 ms | failures |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
