@@ -15,7 +15,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.edge import limits, wire_json
 from trt_plugin_kit.edge.grpc_front import encode_model_infer, parse_model_infer
-from trt_plugin_kit.edge.http_front import _inflate, encode_binary_request, parse_infer, route
+from trt_plugin_kit.edge.http_front import _inflate, parse_infer, route
 from trt_plugin_kit.edge.tensors import (
     ModelInterface,
     Refused,
@@ -25,6 +25,7 @@ from trt_plugin_kit.edge.tensors import (
     probe_request,
     serialize_bytes_elements,
 )
+from trt_plugin_kit.edge.wire_binary import encode_binary_request
 
 
 def model(name: str, tensor: str, datatype: str, dims: tuple, output: str) -> ModelInterface:

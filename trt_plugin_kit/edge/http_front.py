@@ -31,17 +31,18 @@ from trt_plugin_kit.edge.tensors import (
     OutputRequest,
     Refused,
     check_request,
+    check_shape,
     not_found,
     serialize_bytes_elements,
     too_large,
     unknown_model,
 )
 from trt_plugin_kit.edge.upstream import Upstream
+from trt_plugin_kit.edge.wire_binary import HEADER_LENGTH, encode_binary_request
 from trt_plugin_kit.interface import ADMIN_HEADER
 
 log = logging.getLogger("trt_plugin_kit.edge")
 
-HEADER_LENGTH = "Inference-Header-Content-Length"
 ASCII_COUNT = re.compile(r"[0-9]{1,10}")  # str.isdigit() would take "²" and int() then raise
 # What the Server header says: no software or version.
 SERVER_NAME = "triton-edge"
@@ -234,8 +235,6 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
             tensor.raw = bytes(binary[offset : offset + size])
             offset += size
         elif "data" in fields:
-            from trt_plugin_kit.edge.tensors import check_shape  # noqa: PLC0415
-
             check_shape(shape, where)
             tensor.raw = _json_data_to_raw(fields["data"], datatype, shape, where)
         request.inputs.append(tensor)
@@ -259,31 +258,6 @@ def _parameters(fields: dict, where: str) -> dict:
     if not isinstance(parameters, dict) or len(parameters) > 8:
         raise Refused(f"{where}: 'parameters' must be a JSON object of at most 8 entries")
     return dict(parameters)
-
-
-def encode_binary_request(request: InferRequest) -> tuple[bytes, int]:
-    """The re-encoding tritonserver receives: a JSON header of checked fields, then every tensor in binary."""
-    inputs, chunks = [], []
-    for tensor in request.inputs:
-        entry = {"name": tensor.name, "datatype": tensor.datatype, "shape": tensor.shape}
-        if tensor.raw is None:
-            entry["parameters"] = dict(tensor.parameters)
-        else:
-            entry["parameters"] = {"binary_data_size": len(tensor.raw)}
-            chunks.append(tensor.raw)
-        inputs.append(entry)
-    header: dict = {"inputs": inputs}
-    if request.id:
-        header["id"] = request.id
-    if request.parameters:
-        header["parameters"] = request.parameters
-    if request.outputs:
-        header["outputs"] = [
-            {"name": o.name, "parameters": o.parameters} if o.parameters else {"name": o.name}
-            for o in request.outputs
-        ]
-    encoded = wire_json.encode(header)
-    return b"".join([encoded, *chunks]), len(encoded)
 
 
 async def decoded_body(request: web.Request, limit: int) -> bytes:

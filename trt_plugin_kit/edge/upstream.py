@@ -17,7 +17,8 @@ import aiohttp
 
 from trt_plugin_kit.edge import limits
 from trt_plugin_kit.edge.contract import socket_paths
-from trt_plugin_kit.edge.tensors import ModelInterface
+from trt_plugin_kit.edge.tensors import ModelInterface, probe_request
+from trt_plugin_kit.edge.wire_binary import HEADER_LENGTH, encode_binary_request
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
 
 log = logging.getLogger("trt_plugin_kit.edge")
@@ -112,15 +113,12 @@ class Upstream:
     async def probe(self, model: str) -> str | None:
         """None if ``model`` answers a minimal request (an answer or its own refusal), else why not."""
         interface = self.models[model]
-        from trt_plugin_kit.edge.http_front import encode_binary_request  # noqa: PLC0415 - cycle
-        from trt_plugin_kit.edge.tensors import probe_request  # noqa: PLC0415
-
         body, header_length = encode_binary_request(probe_request(interface))
         try:
             async with self.session.post(
                 f"http://triton/v2/models/{model}/infer",
                 data=body,
-                headers={"Inference-Header-Content-Length": str(header_length)},
+                headers={HEADER_LENGTH: str(header_length)},
                 timeout=aiohttp.ClientTimeout(total=limits.HEALTH_PROBE_TIMEOUT_S),
             ) as response:
                 text = await response.text()
