@@ -144,7 +144,7 @@ new-plugin: venv
 
 # Rewrites the README tables generated from plugins/*/spec.yaml (tests fail while they are stale).
 docs: venv
-	$(PY) -m trt_plugin_kit.plugin_spec docs
+	$(PY) -m trt_plugin_kit.specs docs
 
 serve: venv
 	$(PY) -m trt_plugin_kit.serve $(SERVE_ARGS)

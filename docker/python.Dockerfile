@@ -21,7 +21,7 @@ RUN groupadd --system --gid 10001 kit \
 WORKDIR /opt/trt_plugin_kit
 COPY pyproject.toml README.md ./
 COPY trt_plugin_kit trt_plugin_kit
-# Each plugin's spec and NumPy reference (trt_plugin_kit.reference loads them; the CPU l2norm model uses one).
+# Each plugin's spec and NumPy reference (trt_plugin_kit.specs.reference loads them; the CPU l2norm model uses one).
 COPY plugins plugins
 
 FROM base AS triton-cpu

@@ -33,7 +33,7 @@ from trt_plugin_kit.interface import (
     PIPELINE_INPUT,
     SAMPLES_DIR,
 )
-from trt_plugin_kit.reference import l2_normalize
+from trt_plugin_kit.specs.reference import l2_normalize
 
 PROTOCOLS = ("http", "grpc")
 # Request kinds, named after the model each one calls (the names of the serving interface).

@@ -2,7 +2,7 @@
 # The plugin library's GPU verification, in one command on a machine with an NVIDIA GPU:
 #   1. builds libtrt_plugin_kit.so + plugin_harness against every TensorRT header set,
 #   2. runs the full harness on the GPU (every plugin x dtype x shape, graph replay, bad fields, shapes),
-#   3. cross-checks the dumped small cases with the NumPy references (trt_plugin_kit.reference),
+#   3. cross-checks the dumped small cases with the NumPy references (trt_plugin_kit.specs.reference),
 #   4. reruns the small cases under compute-sanitizer memcheck (with leak check) and racecheck.
 # Usage: scripts/gpu_check.sh [HEADERS_DIR]   (default ../shared/vendor/tensorrt; logs in $OUT or build/gpu-check)
 set -uo pipefail
@@ -27,7 +27,7 @@ for v in $versions; do
   dump=build/gpu-dump-$v; rm -rf "$dump" && mkdir -p "$dump"
   "$build/plugin_harness" --library "$build/libtrt_plugin_kit.so" --dump "$dump" $limit >"$LOGS/harness-$v.log" 2>&1 || status=1
   grep -v '^PASS' "$LOGS/harness-$v.log"; note "harness TensorRT $v headers: $(tail -1 "$LOGS/harness-$v.log")"
-  PYTHONPATH=. python3 -m trt_plugin_kit.harness_dumps "$dump" >"$LOGS/numpy-$v.txt" 2>&1 || status=1
+  PYTHONPATH=. python3 -m trt_plugin_kit.specs.harness_dumps "$dump" >"$LOGS/numpy-$v.txt" 2>&1 || status=1
   grep -v "^PASS" "$LOGS/numpy-$v.txt"; note "numpy cross-check TensorRT $v: $(tail -1 "$LOGS/numpy-$v.txt")"; cat "$LOGS/numpy-$v.txt" >> "$LOGS/numpy.log"; rm "$LOGS/numpy-$v.txt"
 done
 last=build/gpu-$(ls "$HEADERS" | tail -1)

@@ -5,7 +5,7 @@
 
 Flavours
     *plugin*: the custom layers are plugin nodes built from the plugins' specs by
-    :func:`trt_plugin_kit.plugin_nodes.make_node`: ``op_type`` = creator name, one attribute per field (every
+    :func:`trt_plugin_kit.specs.nodes.make_node`: ``op_type`` = creator name, one attribute per field (every
     field, defaults included), plus ``plugin_version`` and ``plugin_namespace`` so that TensorRT's ONNX parser
     finds the plugin creator in the registry. *native*: standard ONNX operators only (runs in ONNX Runtime,
     and in TensorRT without plugins).
@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import cli_options, lenet, mnist, plugin_nodes
+from trt_plugin_kit import cli_options, lenet, mnist
 from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import (
     FLAVOURS,
@@ -48,6 +48,7 @@ from trt_plugin_kit.interface import (
     PRECISIONS,
 )
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
+from trt_plugin_kit.specs import nodes as plugin_nodes
 
 OPSET = 17
 WEIGHTS_PATH = MODELS_DIR / "lenet5_mnist.npz"

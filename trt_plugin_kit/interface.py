@@ -14,7 +14,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL_REPOSITORY = REPO_ROOT / "model_repository"
-# One folder per plugin (sources, spec.yaml, reference.py, README.md); see trt_plugin_kit/plugin_spec.py.
+# One folder per plugin (sources, spec.yaml, reference.py, README.md); see trt_plugin_kit/specs/spec.py.
 PLUGINS_DIR = REPO_ROOT / "plugins"
 BUILD_DIR = REPO_ROOT / "build"
 MODELS_DIR = REPO_ROOT / "models"
@@ -34,7 +34,7 @@ PLUGIN_LIBRARY_NAME = "libtrt_plugin_kit.so"
 # (attributes `plugin_namespace`, `plugin_version`), build scripts and docs use these exact strings.
 PLUGIN_NAMESPACE = "trt_plugin_kit"
 PLUGIN_VERSION = "1"
-# ONNX domain of the plugin nodes (their op_type is the creator name; see trt_plugin_kit/plugin_nodes.py).
+# ONNX domain of the plugin nodes (their op_type is the creator name; see trt_plugin_kit/specs/nodes.py).
 PLUGIN_DOMAIN = "trt_plugin_kit"
 
 # ---------------------------------------------------------------------------------------------------------

@@ -2,13 +2,13 @@
 
 Standard operators run in :mod:`onnx.reference` (ONNX's reference implementation of every operator). The
 custom nodes (domain ``trt_plugin_kit``) are registered with it as ``OpRun`` classes built from the NumPy
-reference registry (:data:`trt_plugin_kit.reference.REFERENCES`), so this is the CPU reference of the *plugin*
-flavour. The chain of trust is: plugin kernels == reference (plugin harness), and reference-in-the-graph ==
-the native graph in ONNX Runtime (tests/unit/test_onnx_eval.py).
+reference registry (:data:`trt_plugin_kit.specs.reference.REFERENCES`), so this is the CPU reference of the
+*plugin* flavour. The chain of trust is: plugin kernels == reference (plugin harness), and
+reference-in-the-graph == the native graph in ONNX Runtime (tests/unit/test_onnx_eval.py).
 
 Like TensorRT's ONNX parser, a custom node is accepted only when its ``plugin_version`` and
 ``plugin_namespace`` attributes name our plugin library and every other attribute is a field of that
-plugin, of the field's type and within its valid range (:func:`trt_plugin_kit.plugin_nodes.node_fields`).
+plugin, of the field's type and within its valid range (:func:`trt_plugin_kit.specs.nodes.node_fields`).
 Every value the graph declares (inputs, outputs, value_info) is checked against its declared type and
 shape while the graph runs.
 
@@ -27,8 +27,9 @@ from onnx.reference import ReferenceEvaluator
 from onnx.reference.op_run import OpRun
 from onnx.reference.ops._op_list import DequantizeLinear_19
 
-from trt_plugin_kit import plugin_nodes, reference
 from trt_plugin_kit.interface import PLUGIN_DOMAIN
+from trt_plugin_kit.specs import nodes as plugin_nodes
+from trt_plugin_kit.specs import reference
 
 STANDARD_DOMAINS = ("", "ai.onnx")
 

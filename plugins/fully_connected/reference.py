@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trt_plugin_kit import reference_utils as checks
+from trt_plugin_kit.specs import reference_utils as checks
 
 
 def fully_connected(x, weights, bias=None, num_outputs: int | None = None) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trt_plugin_kit import reference_utils as checks
+from trt_plugin_kit.specs import reference_utils as checks
 
 
 def l2_normalize(x, axis: int = -1, eps: float = 1e-12) -> np.ndarray:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from trt_plugin_kit import reference_utils as checks
+from trt_plugin_kit.specs import reference_utils as checks
 
 
 def pool_output_size(size: int, kernel: int, stride: int, padding: int) -> int:

@@ -23,8 +23,12 @@ import onnx
 import pytest
 from onnx import AttributeProto, helper
 
-from trt_plugin_kit import plugin_docs, plugin_nodes, plugin_spec, plugin_spec_cpp, reference
 from trt_plugin_kit.interface import PLUGIN_DOMAIN, PLUGIN_NAMESPACE, PLUGIN_VERSION, PLUGINS_DIR, REPO_ROOT
+from trt_plugin_kit.specs import cpp as plugin_spec_cpp
+from trt_plugin_kit.specs import docs as plugin_docs
+from trt_plugin_kit.specs import nodes as plugin_nodes
+from trt_plugin_kit.specs import reference
+from trt_plugin_kit.specs import spec as plugin_spec
 
 BUILD_DIR = Path(os.environ.get("BUILD_DIR", REPO_ROOT / "build"))
 if not BUILD_DIR.is_absolute():
@@ -244,9 +248,9 @@ def test_names_colliding_with_onnx_builtins_are_refused_or_warned_about():
 
 def test_readme_tables_are_generated_from_the_specs():
     stale = plugin_docs.update(check=True)
-    assert not stale, f"stale README tables {stale}: run python -m trt_plugin_kit.plugin_spec docs"
+    assert not stale, f"stale README tables {stale}: run python -m trt_plugin_kit.specs docs"
     result = subprocess.run(
-        [sys.executable, "-m", "trt_plugin_kit.plugin_spec", "docs", "--check"],
+        [sys.executable, "-m", "trt_plugin_kit.specs.spec", "docs", "--check"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from trt_plugin_kit import plugin_spec, scaffold
+from trt_plugin_kit import scaffold
 from trt_plugin_kit.interface import REPO_ROOT, SHARED_DIR
+from trt_plugin_kit.specs import spec as plugin_spec
 
 TUTORIAL = REPO_ROOT / "docs" / "writing-a-plugin.md"
 RUNNABLE = re.compile(r"<!-- runnable-here -->\s*```bash\n(.*?)```", re.S)
@@ -135,7 +136,9 @@ def test_one_node_model_matches_reference(copy: Path, tutorial_run):
     code = """
 import numpy as np, onnx
 from onnx import TensorProto, helper
-from trt_plugin_kit import onnx_eval, plugin_nodes, reference
+from trt_plugin_kit import onnx_eval
+from trt_plugin_kit.specs import nodes as plugin_nodes
+from trt_plugin_kit.specs import reference
 node = plugin_nodes.make_node(
     "PairReduce", ["a", "b"], ["y0", "y1"], "pr", scale=0.5, coefficients=[1.0, -2.0, 0.5]
 )

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from trt_plugin_kit import plugin_spec
 from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.specs import spec as plugin_spec
 
 BUILD_DIR = Path(os.environ.get("BUILD_DIR", REPO_ROOT / "build"))
 if not BUILD_DIR.is_absolute():

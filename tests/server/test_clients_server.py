@@ -39,8 +39,8 @@ from clients.errors import (
 from clients.inputs import read_image
 from trt_plugin_kit import mnist, serving_preprocess
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.reference import l2_normalize
 from trt_plugin_kit.serving import ADMIN_HEADER
+from trt_plugin_kit.specs.reference import l2_normalize
 
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"
 PROTOCOLS = ("grpc", "http")

@@ -27,8 +27,8 @@ from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
 from trt_plugin_kit import mnist
-from trt_plugin_kit.reference import l2_normalize
 from trt_plugin_kit.serving import ADMIN_HEADER, GRPC_ADMIN_HEADER, MODEL_NAMES, REPO_ROOT
+from trt_plugin_kit.specs.reference import l2_normalize
 
 PROTOCOLS = ("http", "grpc")
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"

@@ -1,13 +1,13 @@
-"""The NumPy cross-check of GPU harness dumps (trt_plugin_kit.harness_dumps), on dumps written here in the
-harness's format: exact references pass, a corrupted output fails, and a cancelling average is judged against
-the magnitude of its terms."""
+"""The NumPy cross-check of GPU harness dumps (trt_plugin_kit.specs.harness_dumps), on dumps written here in
+the harness's format: exact references pass, a corrupted output fails, and a cancelling average is judged
+against the magnitude of its terms."""
 
 import json
 
 import numpy as np
 import pytest
 
-from trt_plugin_kit import harness_dumps, reference
+from trt_plugin_kit.specs import harness_dumps, reference
 
 
 def _write_case(directory, index, plugin, fields, inputs, outputs, tolerance):

@@ -19,17 +19,10 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from trt_plugin_kit import (
-    PLUGIN_NAMESPACE,
-    PLUGIN_VERSION,
-    export,
-    lenet,
-    mnist,
-    plugin_nodes,
-    plugin_spec,
-    train,
-)
+from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION, export, lenet, mnist, train
 from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.specs import nodes as plugin_nodes
+from trt_plugin_kit.specs import spec as plugin_spec
 
 TARGET_ACCURACY = 0.98
 # Two float32 implementations of the model differ by at most 1e-5 in a probability (test_onnx_eval's

@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper
 
-from trt_plugin_kit import reference
+from trt_plugin_kit.specs import reference
 
 RNG = np.random.default_rng(1234)
 EPS32 = float(np.finfo(np.float32).eps)  # 2^-23: two float32 roundings

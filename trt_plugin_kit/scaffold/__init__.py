@@ -26,8 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from trt_plugin_kit import plugin_docs, plugin_nodes, plugin_spec
 from trt_plugin_kit.interface import PLUGINS_DIR
+from trt_plugin_kit.specs import docs as plugin_docs
+from trt_plugin_kit.specs import nodes as plugin_nodes
+from trt_plugin_kit.specs import spec as plugin_spec
 
 TEMPLATES = Path(__file__).parent / "templates"
 MAX_TENSORS = 4

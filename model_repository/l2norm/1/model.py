@@ -18,7 +18,7 @@ import numpy as np
 import triton_python_backend_utils as pb_utils
 
 from trt_plugin_kit.python_backend import InputSpec, RequestRejected, answer_each, nonfinite_rows
-from trt_plugin_kit.reference import l2_normalize
+from trt_plugin_kit.specs.reference import l2_normalize
 
 MODEL = "l2norm"
 

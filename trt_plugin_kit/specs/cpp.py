@@ -1,13 +1,13 @@
 """The C++ tools' copy of the plugin specs: ``harness::pluginSpecs()`` (plugins/harness/plugin_specs.h),
 generated from plugins/*/spec.yaml when plugin_harness / plugin_stress are built
-(plugins/harness/CMakeLists.txt runs ``python -m trt_plugin_kit.plugin_spec cpp OUTPUT``)."""
+(plugins/harness/CMakeLists.txt runs ``python -m trt_plugin_kit.specs cpp OUTPUT``)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from trt_plugin_kit import plugin_spec
+from trt_plugin_kit.specs import spec as plugin_spec
 
 _FIELD_TYPES = {"float32": "kFLOAT32", "int32": "kINT32", "char": "kCHAR"}
 _TENSOR_TYPES = {"float32": "kFLOAT", "float16": "kHALF", "int8": "kINT8", "int32": "kINT32"}
@@ -115,7 +115,7 @@ def source(specs: dict[str, plugin_spec.PluginSpec] | None = None) -> str:
         body += ["        " + line if line else "" for line in block]
     return "\n".join(
         [
-            "// Generated from plugins/*/spec.yaml (python -m trt_plugin_kit.plugin_spec cpp): do not edit.",
+            "// Generated from plugins/*/spec.yaml (python -m trt_plugin_kit.specs cpp): do not edit.",
             '#include "plugin_specs.h"',
             "",
             "namespace harness",

@@ -2,10 +2,10 @@
 
 `plugin_harness --dump DIR` writes, for each small case, its inputs and the plugin's outputs as .npy files
 plus a JSON file with the plugin name and fields. This module recomputes each case with
-:mod:`trt_plugin_kit.reference` and compares, closing the chain of trust: GPU plugin = NumPy reference
+:mod:`trt_plugin_kit.specs.reference` and compares, closing the chain of trust: GPU plugin = NumPy reference
 (here) and NumPy reference inside the ONNX graph = ONNX Runtime's native graph (the model tests).
 
-    python -m trt_plugin_kit.harness_dumps DIR
+    python -m trt_plugin_kit.specs.harness_dumps DIR
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trt_plugin_kit import reference
+from trt_plugin_kit.specs import reference
 
 
 def _expected(plugin: str, fields: dict, inputs: list[np.ndarray]) -> tuple[list[np.ndarray], list]:
@@ -65,7 +65,7 @@ def check_dir(directory: Path) -> tuple[int, int, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m trt_plugin_kit.harness_dumps DUMP_DIR", file=sys.stderr)
+        print("usage: python -m trt_plugin_kit.specs.harness_dumps DUMP_DIR", file=sys.stderr)
         return 2
     passed, failed, lines = check_dir(Path(args[0]))
     print("\n".join(lines))

@@ -26,8 +26,8 @@ import onnx
 import onnx.defs
 from onnx import AttributeProto, helper
 
-from trt_plugin_kit import plugin_spec
 from trt_plugin_kit.interface import PLUGIN_DOMAIN, PLUGIN_NAMESPACE
+from trt_plugin_kit.specs import spec as plugin_spec
 
 LOOKUP_ATTRIBUTES = ("plugin_version", "plugin_namespace")
 

@@ -4,20 +4,20 @@ Each plugin's README.md holds its field table between ``<!-- fields:begin -->`` 
 plugins/README.md holds the table of all plugins between ``<!-- plugins:begin -->`` and
 ``<!-- plugins:end -->``. Everything between the markers is generated; the rest of each README is prose.
 
-    python -m trt_plugin_kit.plugin_spec docs           # rewrite the tables
-    python -m trt_plugin_kit.plugin_spec docs --check   # exit 1 when one is stale (tests run this)
+    python -m trt_plugin_kit.specs docs           # rewrite the tables
+    python -m trt_plugin_kit.specs docs --check   # exit 1 when one is stale (tests run this)
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from trt_plugin_kit import plugin_spec
 from trt_plugin_kit.interface import PLUGINS_DIR
+from trt_plugin_kit.specs import spec as plugin_spec
 
 FIELDS_BEGIN, FIELDS_END = "<!-- fields:begin -->", "<!-- fields:end -->"
 PLUGINS_BEGIN, PLUGINS_END = "<!-- plugins:begin -->", "<!-- plugins:end -->"
-_NOTE = "<!-- generated from spec.yaml by `python -m trt_plugin_kit.plugin_spec docs`: edit the spec -->"
+_NOTE = "<!-- generated from spec.yaml by `python -m trt_plugin_kit.specs docs`: edit the spec -->"
 _TENSOR_TYPES = {"float32": "FP32", "float16": "FP16", "int8": "INT8", "int32": "INT32"}
 
 

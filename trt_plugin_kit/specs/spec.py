@@ -2,13 +2,13 @@
 
 What derives from a spec or is checked against it:
 
-* the ONNX node helper (:mod:`trt_plugin_kit.plugin_nodes`): op_type = creator name, one typed attribute per
+* the ONNX node helper (:mod:`trt_plugin_kit.specs.nodes`): op_type = creator name, one typed attribute per
   field, values checked against types and ranges; our export builds its plugin nodes with it;
-* the NumPy reference registry (:mod:`trt_plugin_kit.reference`: creator name -> the function named by
+* the NumPy reference registry (:mod:`trt_plugin_kit.specs.reference`: creator name -> the function named by
   ``reference`` in the folder's ``reference.py``) and the ONNX evaluator's plugin ops built from it;
-* the C++ test tools: a table generated at build time (:mod:`trt_plugin_kit.plugin_spec_cpp`) gives the
+* the C++ test tools: a table generated at build time (:mod:`trt_plugin_kit.specs.cpp`) gives the
   harness and the fuzzer the plugin names, fields, ranges and plausible shapes;
-* the field tables of the READMEs (:mod:`trt_plugin_kit.plugin_docs`);
+* the field tables of the READMEs (:mod:`trt_plugin_kit.specs.docs`);
 * tests compare the built library (``getFieldNames``, defaults, accepted types) with the specs.
 
 A new plugin folder with a ``spec.yaml`` is picked up by all of them (and by the CMake build) without an edit
@@ -35,18 +35,16 @@ elsewhere. The format, by example (plugins/pool/spec.yaml is the fullest)::
 Shape expressions are a small subset of Python over integer fields: ``kernel[0] + stride[0]``,
 ``len(weights) // num_outputs``, ``3 if len(slopes) == 1 else len(slopes)``.
 
-    python -m trt_plugin_kit.plugin_spec docs [--check]    # README field tables
-    python -m trt_plugin_kit.plugin_spec cpp OUTPUT.cpp    # the C++ tools' table (CMake runs this)
+    python -m trt_plugin_kit.specs docs [--check]    # README field tables
+    python -m trt_plugin_kit.specs cpp OUTPUT.cpp    # the C++ tools' table (CMake runs this)
 """
 
 from __future__ import annotations
 
-import argparse
 import ast
 import dataclasses
 import functools
 import math
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -513,40 +511,3 @@ def get(name: str) -> PluginSpec:
     if name not in specs:
         raise SpecError(f"no plugin named {name!r}; plugins are {sorted(specs)}")
     return specs[name]
-
-
-# -------------------------------------------------------------------------------------------- command
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Outputs derived from plugins/*/spec.yaml.")
-    commands = parser.add_subparsers(dest="command", required=True)
-    docs = commands.add_parser("docs", help="rewrite the field tables of the plugin READMEs")
-    docs.add_argument("--check", action="store_true", help="only report stale tables (exit 1)")
-    cpp = commands.add_parser("cpp", help="write the C++ tools' spec table")
-    cpp.add_argument("output", type=Path)
-    commands.add_parser("list", help="one line per plugin")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "docs":
-            from trt_plugin_kit import plugin_docs
-
-            stale = plugin_docs.update(check=args.check)
-            for path in stale:
-                print(f"{'stale' if args.check else 'updated'}: {path}")
-            return 1 if args.check and stale else 0
-        if args.command == "cpp":
-            from trt_plugin_kit import plugin_spec_cpp
-
-            plugin_spec_cpp.write(args.output)
-            return 0
-        for spec in all_specs().values():
-            print(f"{spec.name:16} {spec.folder.name:16} fields: {', '.join(spec.field_names) or '-'}")
-        return 0
-    except SpecError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

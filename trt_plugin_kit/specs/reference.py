@@ -2,10 +2,10 @@
 
 Each plugin's reference lives in its folder (``plugins/<name>/reference.py``) and is the executable
 specification of that plugin: same name, same fields, same semantics as its PluginFields. The spec
-(``plugins/<name>/spec.yaml``, :mod:`trt_plugin_kit.plugin_spec`) names the function. The references serve
+(``plugins/<name>/spec.yaml``, :mod:`trt_plugin_kit.specs.spec`) names the function. The references serve
 three purposes:
 
-* the plugin harness's dumps are checked against them (:mod:`trt_plugin_kit.harness_dumps`);
+* the plugin harness's dumps are checked against them (:mod:`trt_plugin_kit.specs.harness_dumps`);
 * the ONNX evaluator (:mod:`trt_plugin_kit.onnx_eval`) runs the custom nodes of the plugin flavour of our
   models with them, so that the plugin graph can be compared with the native graph in ONNX Runtime;
 * they document the exact semantics (rounding, padding, broadcasting) in one place.
@@ -36,8 +36,8 @@ from types import ModuleType
 
 import numpy as np
 
-from trt_plugin_kit import plugin_spec
-from trt_plugin_kit.reference_utils import FLOAT_DTYPES
+from trt_plugin_kit.specs import spec as plugin_spec
+from trt_plugin_kit.specs.reference_utils import FLOAT_DTYPES
 
 
 def _module(spec: plugin_spec.PluginSpec) -> ModuleType:

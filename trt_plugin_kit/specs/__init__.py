@@ -1,0 +1,9 @@
+"""The plugins' facts: each plugin folder's spec.yaml (the single source), the documents and C++ tables
+derived from it, the ONNX nodes that use a plugin, and the NumPy references of the ops.
+
+``python -m trt_plugin_kit.specs docs|cpp|list`` writes the derived outputs.
+"""
+
+from trt_plugin_kit.specs.spec import FieldSpec, PluginSpec, SpecError, all_specs, get
+
+__all__ = ["FieldSpec", "PluginSpec", "SpecError", "all_specs", "get"]
