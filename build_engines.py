@@ -13,7 +13,8 @@ What it does, per model:
 2. reads ``model_repository/<model>/config.pbtxt``: ``max_batch_size`` sets the optimization profile, and the
    ONNX graph's inputs/outputs are checked against the config before anything is built;
 3. parses ``models/onnx/<model>_<flavour>.onnx`` (or the FP16/INT8 variant made from it, see
-   trt_plugin_kit.export), checks the network TensorRT made and its optimization profile against the config,
+   trt_plugin_kit.models.export), checks the network TensorRT made and its optimization profile against the
+   config,
    and builds the engine with a timing cache and a progress bar;
 4. checks the engine's tensor names, dtypes and shapes against config.pbtxt and only then writes
    ``model_repository/<model>/1/model.plan`` (plugin flavour) or

@@ -18,7 +18,8 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from clients.errors import BadInputError
-from trt_plugin_kit import mnist, serving_preprocess
+from trt_plugin_kit import serving_preprocess
+from trt_plugin_kit.models import mnist
 
 # Suffixes picked up when a directory is given (files named explicitly are taken whatever their suffix).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".pbm")
@@ -138,7 +139,7 @@ def read_images(paths: list[Path]) -> list[EncodedImage]:
 
 def preprocess_for_mnist(image: EncodedImage) -> np.ndarray:
     """The `mnist` model input ([1, 28, 28] float32) made client side by the very code mnist_preprocess
-    runs on the server (same limits, EXIF rotation, trt_plugin_kit.mnist.preprocess_image)."""
+    runs on the server (same limits, EXIF rotation, trt_plugin_kit.models.mnist.preprocess_image)."""
     try:
         return serving_preprocess.decode_digit(image.data)
     except serving_preprocess.ImageRejected as exc:

@@ -20,7 +20,6 @@ from geventhttpclient.response import HTTPConnectionClosed
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
-from trt_plugin_kit import mnist as mnist_data
 from trt_plugin_kit.cli_options import parse_weights  # noqa: F401 - the mixes' parser, used from here
 from trt_plugin_kit.interface import (
     L2NORM,
@@ -33,6 +32,7 @@ from trt_plugin_kit.interface import (
     PIPELINE_INPUT,
     SAMPLES_DIR,
 )
+from trt_plugin_kit.models import mnist as mnist_data
 from trt_plugin_kit.specs.reference import l2_normalize
 
 PROTOCOLS = ("http", "grpc")

@@ -44,7 +44,7 @@ import tomllib
 from loadtests import report
 from loadtests.failover import REPLICAS, FailoverFailed, run_failover
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
-from trt_plugin_kit.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
+from trt_plugin_kit.models.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
 from trt_plugin_kit.serving import EXPECTED_CPU_ERROR_LINES, free_port
 
 # Never the user's own project (`down -v` removes its volumes), and one per run: two runs on one Docker daemon

@@ -5,7 +5,7 @@
 
 * ``0.png`` .. ``9.png``: the first digit of each class in the validation split, exactly as stored in the
   IDX file (28x28, 8-bit grayscale, white digit on black). Clients, demos and ``build_engines.py --verify``
-  use them; ``trt_plugin_kit.mnist.preprocess_image`` turns them back into the identical model input.
+  use them; ``trt_plugin_kit.models.mnist.preprocess_image`` turns them back into the identical model input.
 * ``wild/<label>_<description>.png``: real-world-style pictures made from other validation digits, to
   exercise the preprocessing: dark ink on light paper, larger sizes, RGB and RGBA, off-centre, noise. The file
   name starts with the true digit.
@@ -20,8 +20,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFilter
 
-from trt_plugin_kit import cli_options, mnist
+from trt_plugin_kit import cli_options
 from trt_plugin_kit.interface import SAMPLES_DIR
+from trt_plugin_kit.models import mnist
 
 SEED = 5
 

@@ -22,7 +22,8 @@ ONNX_DIR = MODELS_DIR / "onnx"
 SAMPLES_DIR = REPO_ROOT / "samples" / "digits"
 # Data that lives beside the checkout (not in git): the MNIST digits for evaluation and load tests.
 SHARED_DIR = REPO_ROOT.parent / "shared"
-# The 8,000 MNIST dev digits (IDX files, trt_plugin_kit/mnist.py); $MNIST_DIR or --mnist-dir point elsewhere.
+# The 8,000 MNIST dev digits (IDX files, trt_plugin_kit/models/mnist.py); $MNIST_DIR or --mnist-dir point
+# elsewhere.
 MNIST_DIR = SHARED_DIR / "data" / "mnist"
 MNIST_DIR_ENV = "MNIST_DIR"
 

@@ -2,7 +2,8 @@
 
 Used by the `mnist_preprocess` Triton model (Python backend) and by the clients' local preprocessing. The
 image normalisation itself (greyscale, white digit on black, fitted into 28x28 the MNIST way, pixel / 255) is
-THE preprocessing of the model, `trt_plugin_kit.mnist.preprocess_image`; this module adds what untrusted
+THE preprocessing of the model, `trt_plugin_kit.models.mnist.preprocess_image`; this module adds what
+untrusted
 input needs:
 
 * only PNG or JPEG;
@@ -38,7 +39,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 from PIL import ExifTags, Image, UnidentifiedImageError
 
-from trt_plugin_kit import mnist
+from trt_plugin_kit.models import mnist
 
 ACCEPTED_FORMATS = ("PNG", "JPEG")
 JPEG_FORMATS = ("JPEG", "MPO")  # Pillow names a JPEG with a multi-picture (camera) segment MPO

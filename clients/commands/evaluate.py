@@ -29,7 +29,7 @@ from clients.stats import (
     summarize_latencies,
 )
 from clients.triton import ConnectionSettings, TritonClient
-from trt_plugin_kit import mnist
+from trt_plugin_kit.models import mnist
 
 SPLITS = ("validation", "train", "all")
 # What each split is, in the output: only the validation digits were held out from training.
@@ -41,7 +41,7 @@ SPLIT_NOTES = {
 
 
 def select_digits(count: int, split: str, limit: int | None) -> np.ndarray:
-    """Indices of the digits to evaluate: the split of trt_plugin_kit.mnist, then the first `limit`."""
+    """Indices of the digits to evaluate: the split of trt_plugin_kit.models.mnist, then the first `limit`."""
     if split == "all":
         indices = np.arange(count)
     else:

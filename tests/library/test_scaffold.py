@@ -136,7 +136,7 @@ def test_one_node_model_matches_reference(copy: Path, tutorial_run):
     code = """
 import numpy as np, onnx
 from onnx import TensorProto, helper
-from trt_plugin_kit import onnx_eval
+from trt_plugin_kit.models import onnx_eval
 from trt_plugin_kit.specs import nodes as plugin_nodes
 from trt_plugin_kit.specs import reference
 node = plugin_nodes.make_node(

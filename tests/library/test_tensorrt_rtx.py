@@ -28,7 +28,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from trt_plugin_kit import export
 from trt_plugin_kit.engines import tensorrt_api
 from trt_plugin_kit.engines.builder import configure_builder, define_network, network_io_specs
 from trt_plugin_kit.engines.cli import parse_args
@@ -38,6 +37,7 @@ from trt_plugin_kit.engines.jobs import make_build_jobs
 from trt_plugin_kit.engines.precision import choose_recipe
 from trt_plugin_kit.interface import PLUGIN_DOMAIN, PLUGIN_NAMESPACE, PLUGIN_VERSION, PRECISIONS, REPO_ROOT
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
+from trt_plugin_kit.models import export
 from trt_plugin_kit.specs import spec as plugin_spec
 
 trt = pytest.importorskip(

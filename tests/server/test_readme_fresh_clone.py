@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from trt_plugin_kit import mnist
 from trt_plugin_kit.interface import MNIST_DIR, REPO_ROOT
+from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import free_port
 
 ADMIN_KEY = "readme-test-key"

@@ -33,7 +33,8 @@ from hostile_inputs import (
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
-from trt_plugin_kit import mnist, serve
+from trt_plugin_kit import serve
+from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import (
     ADMIN_HEADER,
     GRPC_ADMIN_HEADER,

@@ -14,7 +14,6 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from trt_plugin_kit import export
 from trt_plugin_kit.engines.builder import atomic_write
 from trt_plugin_kit.engines.cli import DEFAULT_ENGINE_DIR, parse_args
 from trt_plugin_kit.engines.consistency import (
@@ -42,6 +41,7 @@ from trt_plugin_kit.engines.progress import make_progress_monitor
 from trt_plugin_kit.engines.verify import compare_with_reference
 from trt_plugin_kit.interface import FLAVOURS, PLUGIN_LIBRARY_NAME, PRECISIONS, REPO_ROOT
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
+from trt_plugin_kit.models import export
 from trt_plugin_kit.triton_config import (
     ModelConfigError,
     TensorConfig,

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from trt_plugin_kit import mnist
 from trt_plugin_kit.interface import REPO_ROOT as ROOT
+from trt_plugin_kit.models import mnist
 
 BENCHMARK = "plugins/benchmarks/results/benchmark.json"
 RUN1 = "plugins/benchmarks/results/history/run1-2026-11-21-h100.json"

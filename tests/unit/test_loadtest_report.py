@@ -30,9 +30,9 @@ from loadtests.workloads import (
     parse_weights,
     request_name,
 )
-from trt_plugin_kit import mnist
 from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
+from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import free_port
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
@@ -213,7 +213,7 @@ def test_mnist_batches_use_the_model_preprocessing():
     image = task.make_inputs()["image"]
     assert image.shape == (5, 1, 28, 28) and image.dtype == np.float32
     assert 0.0 <= image.min() and image.max() <= 1.0
-    # Rows are consecutive pooled digits divided by 255 (trt_plugin_kit.mnist.to_tensor).
+    # Rows are consecutive pooled digits divided by 255 (trt_plugin_kit.models.mnist.to_tensor).
     digits = digit_images()
     start = next(i for i in range(len(digits)) if np.array_equal(mnist.to_tensor(digits[i]), image[0]))
     np.testing.assert_array_equal(image, mnist.to_tensor(digits[start : start + 5]))

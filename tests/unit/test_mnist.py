@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from trt_plugin_kit import mnist
+from trt_plugin_kit.models import mnist
 
 
 def write_idx(path, array: np.ndarray, type_code: int = 0x08, compress: bool = False) -> None:

@@ -19,8 +19,9 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION, export, lenet, mnist, train
+from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION
 from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.models import export, lenet, mnist, train
 from trt_plugin_kit.specs import nodes as plugin_nodes
 from trt_plugin_kit.specs import spec as plugin_spec
 
@@ -188,7 +189,7 @@ def test_committed_onnx_is_the_export_of_the_committed_weights(model_name, flavo
     path = export.onnx_path(model_name, flavour)
     fresh = export.build(model_name, flavour, weights)
     assert path.read_bytes() == fresh.SerializeToString(), (
-        f"{path} is stale: run python -m trt_plugin_kit.export"
+        f"{path} is stale: run python -m trt_plugin_kit.models.export"
     )
     onnx.checker.check_model(onnx.load(path), full_check=True)
     assert path.stat().st_size < 4_000_000
@@ -273,7 +274,7 @@ def test_commands_report_missing_input_in_one_line_and_write_nothing(tmp_path):
         [
             sys.executable,
             "-m",
-            "trt_plugin_kit.train",
+            "trt_plugin_kit.models.train",
             "--mnist-dir",
             str(tmp_path),
             "--output",
@@ -289,7 +290,7 @@ def test_commands_report_missing_input_in_one_line_and_write_nothing(tmp_path):
         [
             sys.executable,
             "-m",
-            "trt_plugin_kit.export",
+            "trt_plugin_kit.models.export",
             "--weights",
             str(weights),
             "--output-dir",

@@ -1,5 +1,6 @@
-"""samples/digits/: made by scripts/make_sample_digits.py from the dev data, and recognised by the model
-after trt_plugin_kit.mnist.preprocess_image (the real-world-style pictures exercise the preprocessing)."""
+"""samples/digits/: made by scripts/make_sample_digits.py from the dev data, and recognised by the
+model after trt_plugin_kit.models.mnist.preprocess_image (the real-world-style pictures exercise the
+preprocessing)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import onnxruntime as ort
 import pytest
 from PIL import Image
 
-from trt_plugin_kit import export, mnist
 from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.models import export, mnist
 
 SAMPLES = REPO_ROOT / "samples" / "digits"
 WILD = sorted((SAMPLES / "wild").glob("*.png"))

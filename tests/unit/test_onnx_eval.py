@@ -18,8 +18,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import export, lenet, mnist, onnx_eval
 from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.models import export, lenet, mnist, onnx_eval
 
 # Two float32 implementations of the model, any sum order: measured 1.2e-6 to 1.4e-6 with OpenBLAS's Haswell,
 # SkylakeX, Zen and Sandybridge kernels and 1 or 2 threads against ONNX Runtime's AVX-512 ones.
@@ -135,7 +135,7 @@ def int8_scales():
 def test_committed_int8_scales_are_the_calibration_of_the_validation_set(
     validation, fp32_models, int8_scales
 ):
-    """The committed file is what `python -m trt_plugin_kit.export` writes on this machine.
+    """The committed file is what `python -m trt_plugin_kit.models.export` writes on this machine.
 
     The unrounded max-abs depends on how the CPU's BLAS orders the convolutions' sums (an ulp apart between
     an AMD EPYC and the machine the file was first written on), so it is compared within 1e-6 (8 float32

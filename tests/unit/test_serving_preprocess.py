@@ -20,7 +20,7 @@ from hostile_inputs import (
 )
 from PIL import Image
 
-from trt_plugin_kit import mnist
+from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving_preprocess import (
     DEFAULT_LIMITS,
     JPEG_DRAFT_SIDE,

@@ -13,7 +13,7 @@ import pytest
 from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
-from trt_plugin_kit.export import L2NORM_MAX_DIM
+from trt_plugin_kit.models.export import L2NORM_MAX_DIM
 from trt_plugin_kit.serving import CPU_MODEL_CONFIG_NAME, MODEL_NAMES, MODEL_REPOSITORY, TENSORRT_MODELS
 
 ModelConfig = model_config_pb2.ModelConfig

@@ -17,7 +17,8 @@ MNIST_GRAPH_BATCH = 100  # enqueues per CUDA graph for the serving sizes
 MNIST_BATCHES = (1, 64, 1024)
 LARGE_NCHW = (256, 64, 112, 112)  # 205.5 M elements: 822 MB FP32, 411 MB FP16, 206 MB INT8
 DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
-# LeNet (trt_plugin_kit/lenet.py): conv1's output (pool1's input), conv2's output (pool2's input), fc1, fc2.
+# LeNet (trt_plugin_kit/models/lenet.py): conv1's output (pool1's input), conv2's output (pool2's input),
+# fc1, fc2.
 LENET_CONV1 = (20, 24, 24)
 LENET_CONV2 = (50, 8, 8)
 LENET_FC1 = 500

@@ -1,6 +1,7 @@
 """The plugin part of LeNet's forward as one CUDA graph per forward, against PyTorch (serving-size round).
 
-pool1, pool2, fc1, PReLU and fc2 with the shapes of trt_plugin_kit/lenet.py; the convolution outputs (conv1's
+pool1, pool2, fc1, PReLU and fc2 with the shapes of trt_plugin_kit/models/lenet.py; the convolution outputs
+(conv1's
 [N, 20, 24, 24] for pool1, conv2's [N, 50, 8, 8] for pool2) are the chain's inputs, since the convolutions are
 not plugins. The steps are the MNIST cases of :mod:`.cases` (same plugins, fields and shapes), joined by
 their sources. libplugin_bench.so's ``tpk_bench_chain`` captures one forward per graph (every plugin through

@@ -25,8 +25,8 @@ from trt_plugin_kit.engines.plugin_config import PluginLibrary
 from trt_plugin_kit.engines.precision import PrecisionRecipe
 from trt_plugin_kit.engines.progress import make_progress_monitor
 from trt_plugin_kit.engines.tensorrt_api import TensorRTApi
-from trt_plugin_kit.export import L2NORM_EPS
 from trt_plugin_kit.interface import L2NORM_INPUT, L2NORM_OUTPUT, PLUGIN_NAMESPACE, PLUGIN_VERSION
+from trt_plugin_kit.models.export import L2NORM_EPS
 
 
 def load_plugins(api: TensorRTApi, libraries: Sequence[PluginLibrary], required: Iterable[str]):

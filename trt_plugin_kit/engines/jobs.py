@@ -9,7 +9,6 @@ from pathlib import Path
 
 import onnx
 
-from trt_plugin_kit import export
 from trt_plugin_kit.engines.consistency import (
     Profile,
     check_io_against_config,
@@ -21,6 +20,7 @@ from trt_plugin_kit.engines.errors import UsageError
 from trt_plugin_kit.engines.precision import PrecisionRecipe, choose_recipe
 from trt_plugin_kit.interface import FLAVOURS, L2NORM
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
+from trt_plugin_kit.models import export
 from trt_plugin_kit.triton_config import ModelConfig, ModelConfigError, load_model_config
 
 PLAN_FILE_NAME = "model.plan"  # what Triton's TensorRT backend loads from <model>/<version>/
@@ -76,7 +76,7 @@ def make_build_jobs(args: argparse.Namespace, trt_major: int) -> list[BuildJob]:
             recipe = choose_recipe(args.precision, trt_major, model, args.strongly_typed)
             source = export.onnx_path(model, flavour, args.onnx_dir)
             if not source.is_file():
-                raise UsageError(f"{source} not found (python -m trt_plugin_kit.export writes it)")
+                raise UsageError(f"{source} not found (python -m trt_plugin_kit.models.export writes it)")
             fp32_graph = onnx.load(source)
             if recipe.graph == "int8" and scales is None:
                 if not args.int8_scales.is_file():

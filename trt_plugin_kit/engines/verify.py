@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from trt_plugin_kit import export, mnist, onnx_eval
 from trt_plugin_kit.engines.consistency import L2NORM_DIM_RANGE
 from trt_plugin_kit.engines.cuda_runtime import CudaRuntime
 from trt_plugin_kit.engines.errors import BuildFailure, UsageError
 from trt_plugin_kit.engines.jobs import BuildJob
 from trt_plugin_kit.interface import L2NORM_INPUT, L2NORM_OUTPUT, MNIST, MNIST_INPUT, MNIST_OUTPUT
+from trt_plugin_kit.models import export, mnist, onnx_eval
 
 L2NORM_VERIFY_DIMS = (1, 7, 128, 1000, export.L2NORM_MAX_DIM)
 

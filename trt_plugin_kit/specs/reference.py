@@ -6,7 +6,8 @@ specification of that plugin: same name, same fields, same semantics as its Plug
 three purposes:
 
 * the plugin harness's dumps are checked against them (:mod:`trt_plugin_kit.specs.harness_dumps`);
-* the ONNX evaluator (:mod:`trt_plugin_kit.onnx_eval`) runs the custom nodes of the plugin flavour of our
+* the ONNX evaluator (:mod:`trt_plugin_kit.models.onnx_eval`) runs the custom nodes of the plugin flavour of
+our
   models with them, so that the plugin graph can be compared with the native graph in ONNX Runtime;
 * they document the exact semantics (rounding, padding, broadcasting) in one place.
 

@@ -1,8 +1,8 @@
 """Trains LeNet-5 on the MNIST dev digits in NumPy, reproducibly, and writes the weights and their record.
 
-    .venv/bin/python -m trt_plugin_kit.train            # ~ a few minutes on 2 CPU cores
+    .venv/bin/python -m trt_plugin_kit.models.train            # ~ a few minutes on 2 CPU cores
 
-Writes ``models/lenet5_mnist.npz`` (float32 weights, see :mod:`trt_plugin_kit.lenet`) and
+Writes ``models/lenet5_mnist.npz`` (float32 weights, see :mod:`trt_plugin_kit.models.lenet`) and
 ``models/lenet5_mnist.json`` (validation accuracy, seed, epochs, time, split sizes, hyper-parameters).
 
 Reproducible: one seed drives the initialization, the shuffling and the augmentation; on the same
@@ -26,9 +26,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from trt_plugin_kit import cli_options, lenet, mnist
+from trt_plugin_kit import cli_options
 from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import MODELS_DIR
+from trt_plugin_kit.models import lenet, mnist
 
 DEFAULT_WEIGHTS = MODELS_DIR / "lenet5_mnist.npz"
 
@@ -168,7 +169,8 @@ def _main(argv: list[str] | None = None) -> int:
             "machine": platform.machine(),
             "cpu_count": os.cpu_count(),
         },
-        "command": "python -m trt_plugin_kit.train " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": "python -m trt_plugin_kit.models.train "
+        + " ".join(argv if argv is not None else sys.argv[1:]),
     }
     record_path = args.output.with_suffix(".json")
     record_path.write_text(json.dumps(record, indent=2) + "\n")

@@ -12,7 +12,7 @@ plugin, of the field's type and within its valid range (:func:`trt_plugin_kit.sp
 Every value the graph declares (inputs, outputs, value_info) is checked against its declared type and
 shape while the graph runs.
 
-    from trt_plugin_kit import onnx_eval
+    from trt_plugin_kit.models import onnx_eval
     outputs = onnx_eval.run(onnx.load("models/onnx/mnist_plugin.onnx"), {"image": images})
 """
 

@@ -1,7 +1,7 @@
 """ONNX export of the models, in two flavours from the same weights, plus the FP16 and INT8 variants.
 
-    .venv/bin/python -m trt_plugin_kit.export                  # models/onnx/*.onnx + INT8 scales
-    .venv/bin/python -m trt_plugin_kit.export --variants build/onnx   # also the FP16/INT8 graphs
+    .venv/bin/python -m trt_plugin_kit.models.export                  # models/onnx/*.onnx + INT8 scales
+    .venv/bin/python -m trt_plugin_kit.models.export --variants build/onnx   # also the FP16/INT8 graphs
 
 Flavours
     *plugin*: the custom layers are plugin nodes built from the plugins' specs by
@@ -12,7 +12,8 @@ Flavours
 
 Models (tensor names are interface, see the Triton configs)
     ``mnist``: ``image`` float32 [N,1,28,28] -> ``probabilities`` float32 [N,10] (LeNet-5, see
-    :mod:`trt_plugin_kit.lenet`). Intermediate tensors carry the same names in both flavours (conv1, pool1,
+    :mod:`trt_plugin_kit.models.lenet`). Intermediate tensors carry the same names in both flavours (conv1,
+    pool1,
     conv2, pool2, fc1, prelu, logits), which makes layer-by-layer comparisons easy.
     ``l2norm``: ``vector`` float32 [N,D] (D dynamic, up to 4096 in the engines) -> ``normalized``
     (L2Normalize over the last axis, eps 1e-12).
@@ -36,7 +37,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import cli_options, lenet, mnist
+from trt_plugin_kit import cli_options
 from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import (
     FLAVOURS,
@@ -48,6 +49,7 @@ from trt_plugin_kit.interface import (
     PRECISIONS,
 )
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
+from trt_plugin_kit.models import lenet, mnist
 from trt_plugin_kit.specs import nodes as plugin_nodes
 
 OPSET = 17
@@ -75,7 +77,9 @@ def _make_model(graph: onnx.GraphProto, flavour: str, doc: str) -> onnx.ModelPro
     opsets = [helper.make_opsetid("", OPSET)]
     if flavour == "plugin":
         opsets.append(helper.make_opsetid(PLUGIN_DOMAIN, 1))
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="trt_plugin_kit.export")
+    model = helper.make_model(
+        graph, opset_imports=opsets, producer_name="trt_plugin_kit.export"
+    )  # as the committed files say
     model.ir_version = 8  # readable by every ONNX Runtime and TensorRT 10/11 parser
     model.doc_string = doc
     return model
@@ -340,7 +344,7 @@ def calibrate_pool_scales(
     Returns:
         ``{pool_node: {"input": tensor, "output": tensor, "mode": m, "input_scale": s, "output_scale": s}}``
     """
-    from trt_plugin_kit import onnx_eval
+    from trt_plugin_kit.models import onnx_eval
 
     nodes = pool_nodes(model)
     if not nodes:
