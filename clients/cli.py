@@ -22,8 +22,8 @@ from clients.triton import (
     ConnectionSettings,
     admin_header,
 )
-from trt_plugin_kit import cli_options
-from trt_plugin_kit.cli_options import converter, fraction, non_negative_int, positive_int
+from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.triton.options import converter, fraction, non_negative_int, positive_int
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):

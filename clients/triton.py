@@ -34,7 +34,6 @@ from clients.errors import (
     UsageError,
     WrongProtocolError,
 )
-from trt_plugin_kit.cli_options import Endpoint, format_address, parse_url
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported: clients' commands import them from here
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -45,7 +44,8 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported: clients' com
     PROTOCOLS,
     admin_header,
 )
-from trt_plugin_kit.triton_protocol import (  # noqa: F401 - InputTensor/OutputRequest: part of this API
+from trt_plugin_kit.triton.options import Endpoint, format_address, parse_url
+from trt_plugin_kit.triton.protocol import (  # noqa: F401 - InputTensor/OutputRequest: part of this API
     PROTOCOL_NAMES,
     InputTensor,
     OutputRequest,

@@ -40,13 +40,13 @@ from loadtests.runner import (
     wait_for_server,
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS
-from trt_plugin_kit.cli_options import (
+from trt_plugin_kit.serving import ServingError, choose_variant
+from trt_plugin_kit.triton.options import (
     ServerLocation,
     add_server_location_arguments,
     add_server_variant_argument,
     converter,
 )
-from trt_plugin_kit.serving import ServingError, choose_variant
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "BASELINE.md"
 Results = list[tuple[int, report.RunSummary, float | None]]  # (users, summary, CPU busy % before the run)

@@ -43,9 +43,9 @@ from trt_plugin_kit.balancer import (
     find_haproxy,
     server_name,
 )
-from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.replica_slot import SLOT_STRIDE, slot_ports
 from trt_plugin_kit.serving import free_port
+from trt_plugin_kit.triton.options import ServerLocation
 
 REPLICAS = 3
 USERS = 6

@@ -1,5 +1,5 @@
 """The options that say what the simulated users send, defined once for `python -m loadtests`, the Locust
-file (Locust's own parser) and the soak, with the shared vocabulary of trt_plugin_kit/cli_options.py.
+file (Locust's own parser) and the soak, with the shared vocabulary of trt_plugin_kit/triton/options.py.
 
 The runner hands its settings to Locust as the very same flags (`locust_arguments`), and the tests parse
 them back with the locustfile's definitions: no second set of names to drift apart.
@@ -11,8 +11,8 @@ import argparse
 from typing import Any
 
 from loadtests.workloads import REQUEST_KINDS, WorkloadConfig
-from trt_plugin_kit import cli_options
-from trt_plugin_kit.cli_options import non_negative_int, parse_weights, positive_int
+from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.triton.options import non_negative_int, parse_weights, positive_int
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MIX = ",".join(f"{kind}=1" for kind in REQUEST_KINDS)

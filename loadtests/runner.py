@@ -29,7 +29,9 @@ from tqdm import tqdm
 from loadtests import report
 from loadtests.options import add_workload_arguments, locust_arguments, workload_from_args
 from loadtests.workloads import WorkloadConfig, digit_source
-from trt_plugin_kit.cli_options import (
+from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.triton.options import (
     ServerLocation,
     add_env_argument,
     add_server_location_arguments,
@@ -38,9 +40,7 @@ from trt_plugin_kit.cli_options import (
     non_negative_float,
     positive_seconds,
 )
-from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
-from trt_plugin_kit.triton_protocol import NotReady, wait_until_ready
+from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 USER_CLASSES = {"http": "HttpTritonUser", "grpc": "GrpcTritonUser"}

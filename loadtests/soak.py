@@ -59,11 +59,11 @@ from loadtests.workloads import (
     digit_source,
     png_pool,
 )
-from trt_plugin_kit import cli_options
-from trt_plugin_kit.cli_options import ServerLocation, converter, positive_int, positive_seconds
 from trt_plugin_kit.interface import L2NORM, MNIST, MNIST_PIPELINE
 from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
-from trt_plugin_kit.triton_protocol import Connection, NotReady, wait_until_ready
+from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.triton.options import ServerLocation, converter, positive_int, positive_seconds
+from trt_plugin_kit.triton.protocol import Connection, NotReady, wait_until_ready
 
 MODELS = (MNIST, MNIST_PIPELINE, L2NORM)
 METRICS = ("nv_inference_request_success", "nv_inference_request_failure")

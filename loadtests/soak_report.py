@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.interface import MODEL_NAMES
-from trt_plugin_kit.triton_protocol import client_module
+from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.triton.protocol import client_module
 
 TRITON_COUNTING = (
     "Triton's statistics (and its Prometheus counters) count differently from users: a request refused "

@@ -20,7 +20,6 @@ from geventhttpclient.response import HTTPConnectionClosed
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
-from trt_plugin_kit.cli_options import parse_weights  # noqa: F401 - the mixes' parser, used from here
 from trt_plugin_kit.interface import (
     L2NORM,
     L2NORM_INPUT,
@@ -34,6 +33,7 @@ from trt_plugin_kit.interface import (
 )
 from trt_plugin_kit.models import mnist as mnist_data
 from trt_plugin_kit.specs.reference import l2_normalize
+from trt_plugin_kit.triton.options import parse_weights  # noqa: F401 - the mixes' parser, used from here
 
 PROTOCOLS = ("http", "grpc")
 # Request kinds, named after the model each one calls (the names of the serving interface).

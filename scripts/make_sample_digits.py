@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageFilter
 
-from trt_plugin_kit import cli_options
 from trt_plugin_kit.interface import SAMPLES_DIR
 from trt_plugin_kit.models import mnist
+from trt_plugin_kit.triton import options as cli_options
 
 SEED = 5
 

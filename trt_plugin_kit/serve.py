@@ -27,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-from trt_plugin_kit.cli_options import add_server_location_arguments
 from trt_plugin_kit.interface import VARIANT_ENV, VARIANTS
 from trt_plugin_kit.serving import (
     ADMIN_HEADER,
@@ -41,6 +40,7 @@ from trt_plugin_kit.serving import (
     TritonServer,
     choose_variant,
 )
+from trt_plugin_kit.triton.options import add_server_location_arguments
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0

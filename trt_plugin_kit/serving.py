@@ -29,7 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.edge import limits as edge_limits
 from trt_plugin_kit.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV, socket_paths
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
@@ -62,6 +61,7 @@ from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the servi
     system_triton_python_path,
 )
 from trt_plugin_kit.shm_budget import python_backend_shm_flags
+from trt_plugin_kit.triton.options import ServerLocation
 
 # Largest request accepted (HTTP body after decompression, gRPC message): the edge's limit, also given to
 # Triton as --http-max-input-size where it has it (>= 25.05). Bigger than mnist_preprocess's per-image limit
@@ -494,12 +494,12 @@ class TritonServer:
 
     def wait_until_ready(self, timeout_s: float = 180.0) -> None:
         """Wait until both protocols answer ready (strict readiness: every model loaded) with the kit's one
-        readiness wait (trt_plugin_kit.triton_protocol); stops early, with the log, if a process exits."""
+        readiness wait (trt_plugin_kit.triton.protocol); stops early, with the log, if a process exits."""
         if self.process is None:
             raise ServingError("the server was not started")
         # Imported here: triton_protocol needs numpy and tritonclient, which the system Python that serves
         # the TensorRT variant in NVIDIA's container may lack until the server is being started from a venv.
-        from trt_plugin_kit.triton_protocol import NotReady, wait_until_ready  # noqa: PLC0415
+        from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready  # noqa: PLC0415
 
         host, _, _ = self.http_url.rpartition(":")
         location = ServerLocation(host, self.ports.http, self.ports.grpc, self.ports.metrics)

@@ -134,8 +134,8 @@ def test_a_refused_ensemble_request_counts_once_not_twice(triton_server):
     import numpy as np
 
     from loadtests import soak_report
-    from trt_plugin_kit.cli_options import ServerLocation
-    from trt_plugin_kit.triton_protocol import Connection
+    from trt_plugin_kit.triton.options import ServerLocation
+    from trt_plugin_kit.triton.protocol import Connection
 
     location = ServerLocation("127.0.0.1", triton_server.ports.http, triton_server.ports.grpc)
     png = (REPO_ROOT / "samples" / "digits" / "7.png").read_bytes()

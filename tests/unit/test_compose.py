@@ -404,7 +404,7 @@ def test_the_triton_image_installs_what_serve_py_and_the_edge_import():
     for package in ("pillow", "aiohttp", "grpcio", "numpy", "tritonclient[grpc,http]"):
         assert f'"{package}' in installed or f" {package} " in installed, package
     assert (
-        "import trt_plugin_kit.edge.app, trt_plugin_kit.serve, trt_plugin_kit.triton_protocol" in dockerfile
+        "import trt_plugin_kit.edge.app, trt_plugin_kit.serve, trt_plugin_kit.triton.protocol" in dockerfile
     )
 
 

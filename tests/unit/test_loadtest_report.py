@@ -30,10 +30,10 @@ from loadtests.workloads import (
     parse_weights,
     request_name,
 )
-from trt_plugin_kit.cli_options import ServerLocation
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import free_port
+from trt_plugin_kit.triton.options import ServerLocation
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
 FINAL_STATS = {

@@ -7,7 +7,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from trt_plugin_kit import cli_options
 from trt_plugin_kit.engines import tensorrt_api
 from trt_plugin_kit.engines.builder import (
     atomic_write,
@@ -45,6 +44,7 @@ from trt_plugin_kit.interface import (
 )
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import export
+from trt_plugin_kit.triton import options as cli_options
 
 DEFAULT_ENGINE_DIR = BUILD_DIR / "engines"  # native-flavour engines (compared with, never served)
 DEFAULT_DRY_RUN_VERSION = "10.13.3"

@@ -37,8 +37,6 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit import cli_options
-from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import (
     FLAVOURS,
     L2NORM_INPUT,
@@ -51,6 +49,8 @@ from trt_plugin_kit.interface import (
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import lenet, mnist
 from trt_plugin_kit.specs import nodes as plugin_nodes
+from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.triton.options import run_reporting_input_errors
 
 OPSET = 17
 WEIGHTS_PATH = MODELS_DIR / "lenet5_mnist.npz"

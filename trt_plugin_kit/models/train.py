@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from trt_plugin_kit import cli_options
-from trt_plugin_kit.cli_options import run_reporting_input_errors
 from trt_plugin_kit.interface import MODELS_DIR
 from trt_plugin_kit.models import lenet, mnist
+from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.triton.options import run_reporting_input_errors
 
 DEFAULT_WEIGHTS = MODELS_DIR / "lenet5_mnist.npz"
 
