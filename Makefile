@@ -147,7 +147,7 @@ docs: venv
 	$(PY) -m trt_plugin_kit.specs docs
 
 serve: venv
-	$(PY) -m trt_plugin_kit.serve $(SERVE_ARGS)
+	$(PY) -m trt_plugin_kit.serving $(SERVE_ARGS)
 
 # Regenerate the parts of deploy/kubernetes/ derived from serving.py, interface.py and docker-compose.yml.
 k8s-generate: venv

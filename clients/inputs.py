@@ -18,8 +18,8 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from clients.errors import BadInputError
-from trt_plugin_kit import serving_preprocess
 from trt_plugin_kit.models import mnist
+from trt_plugin_kit.serving import preprocess as serving_preprocess
 
 # Suffixes picked up when a directory is given (files named explicitly are taken whatever their suffix).
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp", ".pgm", ".ppm", ".pbm")

@@ -1,6 +1,6 @@
 # `triton` service, and the image of the Kubernetes gpu overlay and KServe runtime: NVIDIA's tritonserver
 # container (TensorRT + Python backends) plus trt_plugin_kit, whose launcher
-# (`python3 -m trt_plugin_kit.serve --variant=tensorrt`, as `make serve`) starts tritonserver on private Unix
+# (`python3 -m trt_plugin_kit.serving --variant=tensorrt`, as `make serve`) starts tritonserver on private Unix
 # sockets behind the edge. The plugin library and the engines come from the `builder` service through the
 # shared volume; the tag is pinned in docker-compose.yml.
 ARG TRITONSERVER_IMAGE
@@ -8,7 +8,7 @@ FROM ${TRITONSERVER_IMAGE}
 
 ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 # For the image's system python3, which runs serve.py, the edge and the Python backend's model (serve.py and
-# trt_plugin_kit.serving themselves need the standard library only):
+# trt_plugin_kit.serving.server themselves need the standard library only):
 #   pillow                   mnist_preprocess, the Python backend model
 #   aiohttp                  the edge: public HTTP and metrics ports, its client of tritonserver's sockets
 #   grpcio                   the edge: public gRPC port, its channel to tritonserver's gRPC socket
@@ -25,8 +25,8 @@ COPY trt_plugin_kit /opt/trt_plugin_kit_src/trt_plugin_kit
 COPY docker/triton_entrypoint.sh /usr/local/bin/trt_plugin_kit_entrypoint
 ENV PYTHONPATH=/opt/trt_plugin_kit_src
 # A missing dependency fails the build, not the first start on a GPU node.
-RUN python3 -c "import trt_plugin_kit.edge.app, trt_plugin_kit.serve, trt_plugin_kit.triton.protocol, \
+RUN python3 -c "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, trt_plugin_kit.triton.protocol, \
 tritonclient.grpc, tritonclient.http"
 # NVIDIA's entrypoint first (driver/compat checks), then ours (TensorRT version check), then the command:
-# python3 -m trt_plugin_kit.serve ... (docker-compose.yml, the Kubernetes files).
+# python3 -m trt_plugin_kit.serving ... (docker-compose.yml, the Kubernetes files).
 ENTRYPOINT ["/opt/nvidia/nvidia_entrypoint.sh", "/usr/local/bin/trt_plugin_kit_entrypoint"]

@@ -40,7 +40,7 @@ from loadtests.runner import (
     wait_for_server,
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS
-from trt_plugin_kit.serving import ServingError, choose_variant
+from trt_plugin_kit.serving.server import ServingError, choose_variant
 from trt_plugin_kit.triton.options import (
     ServerLocation,
     add_server_location_arguments,

@@ -44,7 +44,7 @@ from trt_plugin_kit.balancer import (
     server_name,
 )
 from trt_plugin_kit.replica_slot import SLOT_STRIDE, slot_ports
-from trt_plugin_kit.serving import free_port
+from trt_plugin_kit.serving.server import free_port
 from trt_plugin_kit.triton.options import ServerLocation
 
 REPLICAS = 3

@@ -36,7 +36,7 @@ from loadtests.runner import (
     wait_for_server,
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
-from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
 from trt_plugin_kit.triton.options import ServerLocation, add_server_variant_argument
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "QUEUE_SIGNAL.md"

@@ -30,7 +30,7 @@ from loadtests import report
 from loadtests.options import add_workload_arguments, locust_arguments, workload_from_args
 from loadtests.workloads import WorkloadConfig, digit_source
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
 from trt_plugin_kit.triton.options import (
     ServerLocation,
     add_env_argument,

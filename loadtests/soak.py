@@ -60,7 +60,7 @@ from loadtests.workloads import (
     png_pool,
 )
 from trt_plugin_kit.interface import L2NORM, MNIST, MNIST_PIPELINE
-from trt_plugin_kit.serving import Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
 from trt_plugin_kit.triton import options as cli_options
 from trt_plugin_kit.triton.options import ServerLocation, converter, positive_int, positive_seconds
 from trt_plugin_kit.triton.protocol import Connection, NotReady, wait_until_ready

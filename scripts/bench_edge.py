@@ -28,7 +28,7 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
-from trt_plugin_kit.serving import Ports, TritonServer
+from trt_plugin_kit.serving.server import Ports, TritonServer
 
 OUT_DIR = REPO_ROOT / "docs" / "reliability"
 

@@ -14,7 +14,8 @@ on free ports of 127.0.0.1. The object it yields has
     metrics_url  "http://127.0.0.1:PORT/metrics"    (Prometheus text format)
     log_file     path of the server's log (handy in assertion messages)
 
-and is a trt_plugin_kit.serving.TritonServer (`is_running()`, `log_tail()`, `admin_key`: a random key the
+and is a trt_plugin_kit.serving.server.TritonServer (`is_running()`, `log_tail()`, `admin_key`: a random key
+the
 tests know, as an operator who set TRITON_ADMIN_KEY would). The server stops at the end of
 the session, also when tests fail. Set TRITON_TEST_MODEL_REPOSITORY to serve another model repository.
 
@@ -34,7 +35,7 @@ from pathlib import Path
 import numpy  # noqa: F401 - loads numpy's BLAS, which --blas-threads limits (threadpoolctl sees loaded ones)
 import pytest
 
-from trt_plugin_kit.serving import MODEL_REPOSITORY, Ports, ServingError, TritonServer
+from trt_plugin_kit.serving.server import MODEL_REPOSITORY, Ports, ServingError, TritonServer
 
 SERVER_START_ATTEMPTS = 3  # a port picked as free can be taken by someone else before Triton binds it
 SERVER_READY_TIMEOUT_S = 180.0

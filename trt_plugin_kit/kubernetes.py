@@ -3,12 +3,13 @@
 Kubernetes manifests cannot run Python, so the parts of deploy/kubernetes/ that repeat a fact of this kit are
 written by this module from the one source of each fact, and a test fails when a committed file is stale:
 
-- how the server starts: `make serve`'s launcher, ``python3 -m trt_plugin_kit.serve --variant=tensorrt``,
+- how the server starts: `make serve`'s launcher, ``python3 -m trt_plugin_kit.serving --variant=tensorrt``,
   as compose's `triton` service; tritonserver's flags (hardening, private sockets, request limits, shared
-  memory, the admin restriction with its per-start key) come from trt_plugin_kit/serving.py at start, and
-  the edge (trt_plugin_kit/edge/) holds the public ports, whatever the Triton release;
+  memory, the admin restriction with its per-start key) come from trt_plugin_kit/serving/server.py at start,
+  and
+  the edge (trt_plugin_kit/serving/edge/) holds the public ports, whatever the Triton release;
 - tritonserver's extra flags of the GPU deployment: the `triton` service's command after ``--``;
-- the size of /dev/shm: trt_plugin_kit.shm_budget;
+- the size of /dev/shm: trt_plugin_kit.serving.shm_budget;
 - ports: trt_plugin_kit.interface;
 - the NGC release of the images and its TensorRT version, and where the engine builder writes the plugin
   library and the model repository: docker-compose.yml (x-ngc-release, x-artifacts), shared with compose.
@@ -31,7 +32,7 @@ from trt_plugin_kit.interface import (
     DEFAULT_METRICS_PORT,
     REPO_ROOT,
 )
-from trt_plugin_kit.shm_budget import format_mebibytes, python_backend_instances, required_shm_bytes
+from trt_plugin_kit.serving.shm_budget import format_mebibytes, python_backend_instances, required_shm_bytes
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
@@ -45,7 +46,7 @@ BUILDER_IMAGE = "trt-plugin-kit/builder"
 # docker/builder.Dockerfile's WORKDIR: build_engines.py keeps its timing cache in build/ below it.
 BUILDER_WORKDIR = "/workspace/trt_plugin_kit"
 # The launcher the server containers run (docker/triton.Dockerfile's system python3), as compose's `triton`.
-SERVE_MODULE = ("python3", "-m", "trt_plugin_kit.serve")
+SERVE_MODULE = ("python3", "-m", "trt_plugin_kit.serving")
 # KServe's conventions for a runtime's ports and the folder its storage initializer fills.
 KSERVE_HTTP_PORT, KSERVE_GRPC_PORT = 8080, 9000
 KSERVE_MODEL_DIR = "/mnt/models"

@@ -15,7 +15,7 @@ import tritonclient.http as httpclient
 from trt_plugin_kit.balancer import GRPC_BACKEND, HTTP_BACKEND, Balancer, server_name
 from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT
 from trt_plugin_kit.replica_slot import slot_ports
-from trt_plugin_kit.serving import Ports, TritonServer, free_port
+from trt_plugin_kit.serving.server import Ports, TritonServer, free_port
 
 needs_haproxy = pytest.mark.skipif(
     shutil.which("haproxy") is None, reason="no haproxy (apt-get install haproxy; bash .ci/run does)"

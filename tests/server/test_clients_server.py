@@ -37,10 +37,10 @@ from clients.errors import (
     EXIT_WRONG_MODEL,
 )
 from clients.inputs import read_image
-from trt_plugin_kit import serving_preprocess
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving import ADMIN_HEADER
+from trt_plugin_kit.serving import preprocess as serving_preprocess
+from trt_plugin_kit.serving.server import ADMIN_HEADER
 from trt_plugin_kit.specs.reference import l2_normalize
 
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"

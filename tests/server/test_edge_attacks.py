@@ -38,9 +38,9 @@ from hostile_inputs import bytes_tensor, encode, grpc_raw_infer, http_binary_inf
 from PIL import Image
 from tritonclient.grpc import service_pb2 as pb
 
-from trt_plugin_kit.edge import limits
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER, REPO_ROOT
-from trt_plugin_kit.serving import python_backend_stubs
+from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.server import python_backend_stubs
 
 SERVICE = "inference.GRPCInferenceService"
 DIGIT = REPO_ROOT / "samples" / "digits" / "7.png"

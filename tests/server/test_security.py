@@ -33,9 +33,9 @@ from hostile_inputs import (
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
-from trt_plugin_kit import serve
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving import (
+from trt_plugin_kit.serving import cli as serve
+from trt_plugin_kit.serving.server import (
     ADMIN_HEADER,
     GRPC_ADMIN_HEADER,
     MODEL_NAMES,
@@ -493,7 +493,8 @@ def server_with_a_faulty_model(tmp_path_factory):
 
 
 def test_an_unexpected_exception_fails_only_its_request_and_shows_no_internals(server_with_a_faulty_model):
-    """The catch-all of every Python model (trt_plugin_kit/python_backend.py): the failing request gets a
+    """The catch-all of every Python model (trt_plugin_kit/serving/python_backend.py): the failing request
+    gets a
     short INTERNAL error naming the exception type, the traceback goes to the server log, and the requests
     batched with it are answered."""
     server = server_with_a_faulty_model

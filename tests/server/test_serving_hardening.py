@@ -1,7 +1,7 @@
 """Serving hardening against the real tritonserver: requests that used to kill it, supervision, local leaks.
 
 Each test here failed on the code before the hardening work (the HTTP guard, now the edge; the supervisor
-in trt_plugin_kit/serve.py, the per-server shared-memory prefix, the admin key) and passes after. The
+in trt_plugin_kit/serving/cli.py, the per-server shared-memory prefix, the admin key) and passes after. The
 attacks of issue 23, class by class, are in test_edge_attacks.py.
 """
 
@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from trt_plugin_kit.edge import limits
-from trt_plugin_kit.serving import (
+from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.server import (
     EXPECTED_CPU_ERROR_LINES,
     SHM_DIR,
     SHM_PREFIX,
@@ -113,11 +113,11 @@ def test_the_edge_refuses_what_triton_would_mis_size_and_passes_everything_else(
 
 
 class Supervised:
-    """`python -m trt_plugin_kit.serve` (what `make serve` runs) in a subprocess; a thread reads output."""
+    """`python -m trt_plugin_kit.serving` (what `make serve` runs) in a subprocess; a thread reads output."""
 
     def __init__(self, tmp_path, ports: Ports, *extra: str):
         command = [
-            sys.executable, "-m", "trt_plugin_kit.serve", "--variant", "cpu", "--host", "127.0.0.1",
+            sys.executable, "-m", "trt_plugin_kit.serving", "--variant", "cpu", "--host", "127.0.0.1",
             "--http-port", str(ports.http), "--grpc-port", str(ports.grpc),
             "--metrics-port", str(ports.metrics), "--log-file", str(tmp_path / "tritonserver.log"), *extra,
         ]  # fmt: skip
@@ -255,7 +255,7 @@ def serve_tree(http_port: int) -> tuple[int, int]:
                 arguments = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"trt_plugin_kit.serve" in arguments and str(http_port).encode() in arguments:
+            if b"trt_plugin_kit.serving" in arguments and str(http_port).encode() in arguments:
                 serve_pid = int(entry.name)
     assert serve_pid is not None
     for entry in Path("/proc").iterdir():
@@ -276,7 +276,7 @@ def test_a_dead_python_stub_is_noticed_and_the_server_restarted(tmp_path):
     import os
     import signal
 
-    from trt_plugin_kit.serving import python_backend_stubs
+    from trt_plugin_kit.serving.server import python_backend_stubs
 
     ports = Ports.free()
     served = Supervised(tmp_path, ports)

@@ -1,4 +1,5 @@
-"""`make serve`'s launcher (scripts/serve.py, trt_plugin_kit/serving.py). The image guard of mnist_preprocess
+"""`make serve`'s launcher (scripts/serve.py, trt_plugin_kit/serving/server.py). The image guard of
+mnist_preprocess
 has its own tests in test_serving_preprocess.py.
 
 The CLI tests start the real script as `make serve` does (the virtual environment's Python running
@@ -23,8 +24,9 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
-from trt_plugin_kit import serve, serving
-from trt_plugin_kit.serving import (
+from trt_plugin_kit.serving import cli as serve
+from trt_plugin_kit.serving import server as serving
+from trt_plugin_kit.serving.server import (
     MODEL_REPOSITORY,
     REPO_ROOT,
     TENSORRT_MODELS,
@@ -35,7 +37,7 @@ from trt_plugin_kit.serving import (
     choose_variant,
 )
 
-SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit.serve")  # what `make serve` runs
+SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit.serving")  # what `make serve` runs
 READY_LINE = "Triton Inference Server is ready."
 
 

@@ -48,9 +48,9 @@ from clients.stats import (
     summarize_latencies,
 )
 from clients.triton import ConnectionSettings, normalize_config, normalize_metadata
-from trt_plugin_kit import serving_preprocess
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.models import mnist
+from trt_plugin_kit.serving import preprocess as serving_preprocess
 
 COMMANDS = ("infer", "l2norm", "eval", "health")
 

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trt_plugin_kit import serve, shm_budget
 from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     DEFAULT_GRPC_PORT,
@@ -30,7 +29,9 @@ from trt_plugin_kit.interface import (
     REPO_ROOT,
     RESTRICTED_APIS,
 )
-from trt_plugin_kit.serving import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
+from trt_plugin_kit.serving import cli as serve
+from trt_plugin_kit.serving import shm_budget
+from trt_plugin_kit.serving.server import HARDENED_FLAGS, HTTP_MAX_INPUT_BYTES
 
 COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 HOST_NETWORK_FILE = REPO_ROOT / "docker" / "compose.host-network.yml"
@@ -81,7 +82,7 @@ def interpolate_defaults(text: str) -> str:
     return INTERPOLATION.sub(lambda match: match.group("default") or "", text)
 
 
-SERVE_MODULE = ["python3", "-m", "trt_plugin_kit.serve"]
+SERVE_MODULE = ["python3", "-m", "trt_plugin_kit.serving"]
 
 
 def serve_args(service: dict) -> argparse.Namespace:
@@ -218,7 +219,7 @@ def test_the_triton_entrypoint_refuses_tritonserver_without_the_edge(command):
         text=True,
         timeout=30,
     )
-    assert result.returncode == 1 and "trt_plugin_kit.serve" in result.stderr
+    assert result.returncode == 1 and "trt_plugin_kit.serving" in result.stderr
 
 
 def _mount_for(service: dict, path: str) -> tuple[str, str, bool]:
@@ -337,7 +338,7 @@ def test_docker_sizes_are_read_as_docker_reads_them():
 @pytest.mark.parametrize(("service", "variant"), [("triton", "tensorrt"), ("triton-cpu", "cpu")])
 def test_shm_size_holds_the_python_backends_regions_and_no_more(compose, service, variant):
     """/dev/shm is the sum of the Python backend's regions, each created at its largest size, plus less than
-    one growth step: no region can grow into another's (trt_plugin_kit/shm_budget.py)."""
+    one growth step: no region can grow into another's (trt_plugin_kit/serving/shm_budget.py)."""
     instances = shm_budget.python_backend_instances(variant)
     assert instances == 4
     size = docker_size(compose["services"][service]["shm_size"])
@@ -404,7 +405,8 @@ def test_the_triton_image_installs_what_serve_py_and_the_edge_import():
     for package in ("pillow", "aiohttp", "grpcio", "numpy", "tritonclient[grpc,http]"):
         assert f'"{package}' in installed or f" {package} " in installed, package
     assert (
-        "import trt_plugin_kit.edge.app, trt_plugin_kit.serve, trt_plugin_kit.triton.protocol" in dockerfile
+        "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, trt_plugin_kit.triton.protocol"
+        in dockerfile
     )
 
 

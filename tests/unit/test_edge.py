@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from tritonclient.grpc import service_pb2 as pb
 
-from trt_plugin_kit.edge import limits, wire_json
-from trt_plugin_kit.edge.grpc_front import encode_model_infer, parse_model_infer
-from trt_plugin_kit.edge.http_front import _inflate, parse_infer, route
-from trt_plugin_kit.edge.tensors import (
+from trt_plugin_kit.serving.edge import limits, wire_json
+from trt_plugin_kit.serving.edge.grpc_front import encode_model_infer, parse_model_infer
+from trt_plugin_kit.serving.edge.http_front import _inflate, parse_infer, route
+from trt_plugin_kit.serving.edge.tensors import (
     ModelInterface,
     Refused,
     TensorSpec,
@@ -25,7 +25,7 @@ from trt_plugin_kit.edge.tensors import (
     probe_request,
     serialize_bytes_elements,
 )
-from trt_plugin_kit.edge.wire_binary import encode_binary_request
+from trt_plugin_kit.serving.edge.wire_binary import encode_binary_request
 
 
 def model(name: str, tensor: str, datatype: str, dims: tuple, output: str) -> ModelInterface:

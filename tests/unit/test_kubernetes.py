@@ -1,7 +1,7 @@
 """deploy/kubernetes/ without a cluster: both overlays rendered by the real kustomize (`kubectl kustomize`),
 every object validated against the JSON schemas of a current Kubernetes release (kubernetes-validate,
 strict), scanned by checkov, and held to the kit's invariants: every server container runs `make serve`'s
-launcher (trt_plugin_kit.serve: the edge on the public ports, tritonserver on private sockets with
+launcher (trt_plugin_kit.serving.cli: the edge on the public ports, tritonserver on private sockets with
 serving.py's flags), the same model repository, plugin library and ports as docker-compose.yml, no admin key
 in any file.
 """
@@ -22,7 +22,6 @@ import pytest
 import yaml
 
 from trt_plugin_kit import kubernetes as k8s
-from trt_plugin_kit import shm_budget
 from trt_plugin_kit.interface import (
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
@@ -30,9 +29,10 @@ from trt_plugin_kit.interface import (
     MODEL_REPOSITORY,
     REPO_ROOT,
 )
-from trt_plugin_kit.serve import parse_args
-from trt_plugin_kit.serving import HARDENED_FLAGS
-from trt_plugin_kit.shm_budget import MIB
+from trt_plugin_kit.serving import shm_budget
+from trt_plugin_kit.serving.cli import parse_args
+from trt_plugin_kit.serving.server import HARDENED_FLAGS
+from trt_plugin_kit.serving.shm_budget import MIB
 
 KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
 OVERLAYS = ("gpu", "cpu")
@@ -336,7 +336,7 @@ def test_the_plugin_library_is_preloaded_by_serve_py_alone(rendered, serving_run
 
 def test_cpu_server_starts_like_make_serve(rendered, compose):
     triton = container(rendered["cpu"], "triton")
-    assert triton["command"] == ["python", "-m", "trt_plugin_kit.serve"]
+    assert triton["command"] == ["python", "-m", "trt_plugin_kit.serving"]
     args = parse_args(triton["args"])  # serve.py's own parser: flags it does not know fail here
     assert (args.variant, args.host, args.restart) == ("cpu", "0.0.0.0", "never")
     assert (args.http_port, args.grpc_port, args.metrics_port) == tuple(PUBLIC_PORTS.values())
@@ -347,7 +347,7 @@ def test_cpu_server_starts_like_make_serve(rendered, compose):
 
 def test_dev_shm_holds_the_python_backends_regions_and_no_more(rendered, serving_runtime):
     """Each pod's /dev/shm: the Python backend's regions of its overlay's configurations, each created at its
-    largest size, plus less than one growth step (trt_plugin_kit/shm_budget.py)."""
+    largest size, plus less than one growth step (trt_plugin_kit/serving/shm_budget.py)."""
     budget = {
         "cpu": shm_budget.required_shm_bytes(shm_budget.python_backend_instances("cpu")),
         "gpu": shm_budget.required_shm_bytes(shm_budget.python_backend_instances("tensorrt")),
@@ -361,7 +361,8 @@ def test_dev_shm_holds_the_python_backends_regions_and_no_more(rendered, serving
         assert quantity_bytes(dshm["sizeLimit"]) == budget["cpu" if overlay == "cpu" else "gpu"], overlay
         mounts = {m["mountPath"]: m["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
         assert mounts["/dev/shm"] == "dshm", overlay
-    # Every server starts trt_plugin_kit.serve, whose tritonserver gets the region flags from serving.py;
+    # Every server starts trt_plugin_kit.serving.cli, whose tritonserver gets the region flags from
+    # serving.py;
     # no manifest overrides them.
     for server in (container(rendered["gpu"], "triton"), runtime_spec["containers"][0]):
         assert not [arg for arg in serve_args(server).tritonserver_args if arg.startswith("--backend-config")]

@@ -32,7 +32,7 @@ from loadtests.workloads import (
 )
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving import free_port
+from trt_plugin_kit.serving.server import free_port
 from trt_plugin_kit.triton.options import ServerLocation
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.

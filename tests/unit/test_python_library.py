@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from trt_plugin_kit import serving
-from trt_plugin_kit.serving import REPO_ROOT, ServingError, python_shared_library_dir
+from trt_plugin_kit.serving import server as serving
+from trt_plugin_kit.serving.server import REPO_ROOT, ServingError, python_shared_library_dir
 
 MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
 SONAME = f"libpython{MINOR}{sys.abiflags}.so.1.0"
@@ -93,7 +93,8 @@ def test_the_distribution_python3_is_accepted():
     """The real case of the issue: the system python3 of Debian/Ubuntu (serving imports only the stdlib)."""
     code = (
         f"import sys; sys.path.insert(0, {str(REPO_ROOT)!r}); "
-        "from trt_plugin_kit.serving import python_shared_library_dir; print(python_shared_library_dir())"
+        "from trt_plugin_kit.serving.server import python_shared_library_dir; "
+        "print(python_shared_library_dir())"
     )
     result = subprocess.run([_debian_python(), "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

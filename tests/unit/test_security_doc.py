@@ -6,8 +6,8 @@ from __future__ import annotations
 import ast
 import re
 
-from trt_plugin_kit.edge import limits
 from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.serving.edge import limits
 
 DOC = REPO_ROOT / "docs" / "SECURITY.md"
 

@@ -1,4 +1,4 @@
-"""The image guard of mnist_preprocess (trt_plugin_kit/serving_preprocess.py) on its own, without a
+"""The image guard of mnist_preprocess (trt_plugin_kit/serving/preprocess.py) on its own, without a
 server: formats, limits, reduced-size JPEG decoding, malformed metadata, and a fuzz of the decoder with
 mutated images. The same attacks against the running server are in test_security.py."""
 
@@ -21,7 +21,7 @@ from hostile_inputs import (
 from PIL import Image
 
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving_preprocess import (
+from trt_plugin_kit.serving.preprocess import (
     DEFAULT_LIMITS,
     JPEG_DRAFT_SIDE,
     ImageLimits,

@@ -14,7 +14,12 @@ from google.protobuf import text_format
 from tritonclient.grpc import model_config_pb2
 
 from trt_plugin_kit.models.export import L2NORM_MAX_DIM
-from trt_plugin_kit.serving import CPU_MODEL_CONFIG_NAME, MODEL_NAMES, MODEL_REPOSITORY, TENSORRT_MODELS
+from trt_plugin_kit.serving.server import (
+    CPU_MODEL_CONFIG_NAME,
+    MODEL_NAMES,
+    MODEL_REPOSITORY,
+    TENSORRT_MODELS,
+)
 
 ModelConfig = model_config_pb2.ModelConfig
 InstanceGroup = model_config_pb2.ModelInstanceGroup

@@ -1,4 +1,5 @@
-"""The Python backend's shared-memory budget (trt_plugin_kit/shm_budget.py): its arithmetic, the flags it
+"""The Python backend's shared-memory budget (trt_plugin_kit/serving/shm_budget.py): its arithmetic, the
+flags it
 gives tritonserver and the instances it counts. The deployment files are held to it by test_compose.py and
 test_kubernetes.py."""
 
@@ -6,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from trt_plugin_kit import shm_budget
-from trt_plugin_kit.edge import limits as edge_limits
-from trt_plugin_kit.shm_budget import MIB
+from trt_plugin_kit.serving import shm_budget
+from trt_plugin_kit.serving.edge import limits as edge_limits
+from trt_plugin_kit.serving.shm_budget import MIB
 
 
 def test_a_region_holds_the_largest_request_and_response_of_one_execute():

@@ -1,7 +1,8 @@
 """l2norm on the CPU: Triton Python backend model computing y = x / sqrt(max(sum(x^2), eps)) with NumPy.
 
 This is the CPU configuration (../configs/cpu.pbtxt) of the `l2norm` model; the default configuration runs
-the same op as a TensorRT plugin. Each request is answered on its own (trt_plugin_kit/python_backend.py), so
+the same op as a TensorRT plugin. Each request is answered on its own
+(trt_plugin_kit/serving/python_backend.py), so
 one bad request in a dynamic batch gets its own error while the others succeed.
 
 Defined behaviour for edge cases (documented in model_repository/README.md):
@@ -17,7 +18,7 @@ import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from trt_plugin_kit.python_backend import InputSpec, RequestRejected, answer_each, nonfinite_rows
+from trt_plugin_kit.serving.python_backend import InputSpec, RequestRejected, answer_each, nonfinite_rows
 from trt_plugin_kit.specs.reference import l2_normalize
 
 MODEL = "l2norm"

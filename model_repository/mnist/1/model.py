@@ -7,7 +7,7 @@ TensorRT engine with this project's plugins. Same input `image` FP32 [batch, 1, 
 Each request is checked on its own first: a tensor that is not [batch, 1, 28, 28] (e.g. a declared batch of
 2^32 that Triton cut to nothing) or that holds NaN/Inf is refused with INVALID_ARG. The accepted requests of a
 dynamic batch go through ONNX Runtime in one call; if that call fails, each is retried alone so that only the
-faulty one gets an error (trt_plugin_kit/python_backend.py).
+faulty one gets an error (trt_plugin_kit/serving/python_backend.py).
 """
 
 import json
@@ -17,7 +17,13 @@ import numpy as np
 import onnxruntime as ort
 import triton_python_backend_utils as pb_utils
 
-from trt_plugin_kit.python_backend import InputSpec, RequestRejected, answer, error_response, nonfinite_rows
+from trt_plugin_kit.serving.python_backend import (
+    InputSpec,
+    RequestRejected,
+    answer,
+    error_response,
+    nonfinite_rows,
+)
 
 MODEL = "mnist"
 

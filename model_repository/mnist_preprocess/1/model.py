@@ -1,9 +1,9 @@
 """mnist_preprocess: encoded PNG/JPEG bytes -> the `mnist` model's input (Triton Python backend, CPU).
 
 Runs in both serving variants (in front of the TensorRT engine or the CPU model) as the first step of the
-`mnist_pipeline` ensemble. The image work lives in trt_plugin_kit/serving_preprocess.py.
+`mnist_pipeline` ensemble. The image work lives in trt_plugin_kit/serving/preprocess.py.
 
-Every request is answered on its own (trt_plugin_kit/python_backend.py): a request whose tensor is not
+Every request is answered on its own (trt_plugin_kit/serving/python_backend.py): a request whose tensor is not
 [batch, 1], or with an image that is not a PNG/JPEG, is empty, corrupt, too large (bytes or pixels) or
 holds no digit gets an INVALID_ARG error naming the reason and its batch row; whatever else Pillow or NumPy
 raises is logged and answered with a short INTERNAL error. The other requests batched with it succeed.
@@ -14,8 +14,8 @@ import json
 import numpy as np
 import triton_python_backend_utils as pb_utils
 
-from trt_plugin_kit.python_backend import InputSpec, RequestRejected, answer_each
-from trt_plugin_kit.serving_preprocess import ImageLimits, ImageRejected, decode_digit
+from trt_plugin_kit.serving.preprocess import ImageLimits, ImageRejected, decode_digit
+from trt_plugin_kit.serving.python_backend import InputSpec, RequestRejected, answer_each
 
 MODEL = "mnist_preprocess"
 

@@ -29,8 +29,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trt_plugin_kit.edge import limits as edge_limits
-from trt_plugin_kit.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV, socket_paths
 from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
@@ -48,7 +46,14 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the servi
     TENSORRT_MODELS,
     VARIANTS,
 )
-from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the serving API in one import
+from trt_plugin_kit.serving.edge import limits as edge_limits
+from trt_plugin_kit.serving.edge.contract import (
+    EXIT_MODEL_DOWN,
+    EXIT_NEVER_READY,
+    INTERNAL_KEY_ENV,
+    socket_paths,
+)
+from trt_plugin_kit.serving.host import (  # noqa: F401 - re-exported: the serving API in one import
     HostProbe,
     Ports,
     ServingError,
@@ -60,7 +65,7 @@ from trt_plugin_kit.serving_host import (  # noqa: F401 - re-exported: the servi
     probe_host,
     system_triton_python_path,
 )
-from trt_plugin_kit.shm_budget import python_backend_shm_flags
+from trt_plugin_kit.serving.shm_budget import python_backend_shm_flags
 from trt_plugin_kit.triton.options import ServerLocation
 
 # Largest request accepted (HTTP body after decompression, gRPC message): the edge's limit, also given to
@@ -344,14 +349,14 @@ class TritonServer:
 
     @property
     def guarded(self) -> bool:
-        """Whether the public ports are the edge's (trt_plugin_kit.edge) and tritonserver's are private."""
+        """Whether the public ports are the edge's (serving/edge) and tritonserver's are private."""
         return self.edge == "on"
 
     def _start_edge(self) -> None:
         command = [
             sys.executable,
             "-m",
-            "trt_plugin_kit.edge",
+            "trt_plugin_kit.serving.edge",
             *self._grpc_tls_args,
             f"--http={self.host}:{self.ports.http}",
             f"--grpc={self.host}:{self.ports.grpc}",

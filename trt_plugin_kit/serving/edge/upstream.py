@@ -3,7 +3,7 @@
 tritonserver listens on Unix sockets only (``--http-address=unix:DIR/http`` etc., DIR mode 0700) and, where
 the platform allows, inside a network namespace of its own: it has no TCP port at all, and the edge is
 the one process that talks to it. The models' interfaces are read from it once at start; requests are
-held against those (trt_plugin_kit.edge.tensors), never against what a client claims.
+held against those (trt_plugin_kit.serving.edge.tensors), never against what a client claims.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import aiohttp
 
-from trt_plugin_kit.edge import limits
-from trt_plugin_kit.edge.contract import socket_paths
-from trt_plugin_kit.edge.tensors import ModelInterface, probe_request
-from trt_plugin_kit.edge.wire_binary import HEADER_LENGTH, encode_binary_request
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
+from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.contract import socket_paths
+from trt_plugin_kit.serving.edge.tensors import ModelInterface, probe_request
+from trt_plugin_kit.serving.edge.wire_binary import HEADER_LENGTH, encode_binary_request
 
-log = logging.getLogger("trt_plugin_kit.edge")
+log = logging.getLogger("trt_plugin_kit.serving.edge")
 
 
 class Upstream:

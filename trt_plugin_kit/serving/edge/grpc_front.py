@@ -2,7 +2,8 @@
 
 gRPC core (C) does the HTTP/2 framing and refuses a message longer than limits.MAX_GRPC_MESSAGE_BYTES
 from its length prefix, before buffering it. Every request is parsed into its protobuf message here; an
-inference request becomes a trt_plugin_kit.edge.tensors.InferRequest, is checked against the model, and is
+inference request becomes a trt_plugin_kit.serving.edge.tensors.InferRequest, is checked against the model,
+and is
 re-encoded into a fresh message (typed ``contents`` become ``raw_input_contents``; unknown fields and client
 metadata are dropped). Responses come back from tritonserver as bytes and are passed on unparsed.
 """
@@ -16,9 +17,10 @@ import grpc
 import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
-from trt_plugin_kit.edge import limits
-from trt_plugin_kit.edge.http_front import MODEL_CONTROL_REFUSAL
-from trt_plugin_kit.edge.tensors import (
+from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
+from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.http_front import MODEL_CONTROL_REFUSAL
+from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
     VERSION,
@@ -30,10 +32,9 @@ from trt_plugin_kit.edge.tensors import (
     serialize_bytes_elements,
     unknown_model,
 )
-from trt_plugin_kit.edge.upstream import Upstream
-from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
+from trt_plugin_kit.serving.edge.upstream import Upstream
 
-log = logging.getLogger("trt_plugin_kit.edge")
+log = logging.getLogger("trt_plugin_kit.serving.edge")
 SERVICE = "inference.GRPCInferenceService"
 
 # InferTensorContents field -> (datatypes it may carry, numpy type of the raw encoding)

@@ -1,6 +1,7 @@
 """The host side of serving: ports, which variant this machine can run, and the TensorRT variant's inputs.
 
-Split out of :mod:`trt_plugin_kit.serving` (which re-exports these names): finding a system tritonserver,
+Split out of :mod:`trt_plugin_kit.serving.server` (which re-exports these names): finding a system
+tritonserver,
 GPUs and the TensorRT runtime, and making sure the plugin library and the engines exist before Triton starts.
 """
 

@@ -1,6 +1,7 @@
 """The edge process: public HTTP, gRPC and metrics ports in front of a tritonserver on private sockets.
 
-Run by trt_plugin_kit.serving.TritonServer (``python -m trt_plugin_kit.edge ...``). Keys come from the
+Run by trt_plugin_kit.serving.server.TritonServer (``python -m trt_plugin_kit.serving.edge ...``). Keys come
+from the
 environment, never the command line (other users can read command lines): $TRITON_ADMIN_KEY, the
 operator's key a client must send for the restricted APIs (unset: they are closed), and
 $TRT_PLUGIN_KIT_INTERNAL_KEY, the random per-start key tritonserver was given, which only this process
@@ -20,14 +21,14 @@ from pathlib import Path
 
 from aiohttp import web
 
-from trt_plugin_kit.edge import limits
-from trt_plugin_kit.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
-from trt_plugin_kit.edge.grpc_front import GrpcFront
-from trt_plugin_kit.edge.http_front import HttpFront, metrics_handler
-from trt_plugin_kit.edge.upstream import Upstream
 from trt_plugin_kit.interface import ADMIN_KEY_ENV
+from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
+from trt_plugin_kit.serving.edge.grpc_front import GrpcFront
+from trt_plugin_kit.serving.edge.http_front import HttpFront, metrics_handler
+from trt_plugin_kit.serving.edge.upstream import Upstream
 
-log = logging.getLogger("trt_plugin_kit.edge")
+log = logging.getLogger("trt_plugin_kit.serving.edge")
 
 
 def _endpoint(text: str) -> tuple[str, int]:
@@ -126,7 +127,7 @@ def grpc_tls_credentials(args: argparse.Namespace):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m trt_plugin_kit.edge", description=__doc__.split("\n\n")[0]
+        prog="python -m trt_plugin_kit.serving.edge", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--http", required=True, help="HOST:PORT of the public HTTP port")
     parser.add_argument("--grpc", required=True, help="HOST:PORT of the public gRPC port")

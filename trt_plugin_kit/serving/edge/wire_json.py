@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 
-from trt_plugin_kit.edge import limits
-from trt_plugin_kit.edge.tensors import Refused
+from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.tensors import Refused
 
 
 def _object_without_duplicates(pairs: list[tuple[str, object]]) -> dict:

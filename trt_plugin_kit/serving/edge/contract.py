@@ -1,4 +1,5 @@
-"""What the supervisor (trt_plugin_kit.serving) and the edge process agree on; standard library only, so that
+"""What the supervisor (trt_plugin_kit.serving.server) and the edge process agree on; standard library only,
+so that
 serving stays importable by a system python3 without the edge's dependencies."""
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trt_plugin_kit.edge.limits import MAX_REQUEST_BYTES
 from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.serving.edge.limits import MAX_REQUEST_BYTES
 
 MIB = 1024 * 1024
 

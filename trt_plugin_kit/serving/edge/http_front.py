@@ -2,8 +2,10 @@
 
 A request passes only when its method and *raw* path (never a normalised one: ``/./``, ``%2e``, ``//`` and
 query strings are refused, not interpreted) match a route below and its model is served. Inference bodies
-are parsed here (trt_plugin_kit.edge.wire_json, the binary extension by its declared sizes), checked against
-the model (trt_plugin_kit.edge.tensors) and re-encoded in binary form; tritonserver gets that re-encoding,
+are parsed here (trt_plugin_kit.serving.edge.wire_json, the binary extension by its declared sizes), checked
+against
+the model (trt_plugin_kit.serving.edge.tensors) and re-encoded in binary form; tritonserver gets that
+re-encoding,
 on a canonical path this module writes, with headers this module writes. Client headers other than the
 ones read here (Content-Type is not even read) never reach it: no Accept-Encoding (upstream bug #8637), no
 Inference-Header-Content-Length as sent (#8925), no admin key as sent.
@@ -21,8 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 from aiohttp import web, web_protocol
 
-from trt_plugin_kit.edge import limits, wire_json
-from trt_plugin_kit.edge.tensors import (
+from trt_plugin_kit.interface import ADMIN_HEADER
+from trt_plugin_kit.serving.edge import limits, wire_json
+from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
     VERSION,
@@ -37,11 +40,10 @@ from trt_plugin_kit.edge.tensors import (
     too_large,
     unknown_model,
 )
-from trt_plugin_kit.edge.upstream import Upstream
-from trt_plugin_kit.edge.wire_binary import HEADER_LENGTH, encode_binary_request
-from trt_plugin_kit.interface import ADMIN_HEADER
+from trt_plugin_kit.serving.edge.upstream import Upstream
+from trt_plugin_kit.serving.edge.wire_binary import HEADER_LENGTH, encode_binary_request
 
-log = logging.getLogger("trt_plugin_kit.edge")
+log = logging.getLogger("trt_plugin_kit.serving.edge")
 
 ASCII_COUNT = re.compile(r"[0-9]{1,10}")  # str.isdigit() would take "²" and int() then raise
 # What the Server header says: no software or version.

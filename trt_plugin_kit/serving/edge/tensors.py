@@ -15,7 +15,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 
-from trt_plugin_kit.edge import limits
+from trt_plugin_kit.serving.edge import limits
 
 # Triton datatype -> bytes per element (BYTES: length-prefixed, variable).
 DATATYPE_BYTES = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 # Largest inference request, HTTP body after decompression or gRPC message: what the biggest legitimate
 # request of this kit needs (64 images of mnist_preprocess's 8 MiB limit would not fit; 64 digits of any
-# phone-photo size do) and what the Python backend's shared memory is sized for (trt_plugin_kit.shm_budget).
+# phone-photo size do) and what the Python backend's shared memory is sized for
+# (trt_plugin_kit.serving.shm_budget).
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 # Any other body (admin JSON, shared-memory registration): small.
 MAX_CONTROL_BODY_BYTES = 64 * 1024

@@ -3,8 +3,8 @@ every tensor's bytes (https://github.com/kserve/kserve v2 protocol, Triton's bin
 
 from __future__ import annotations
 
-from trt_plugin_kit.edge import wire_json
-from trt_plugin_kit.edge.tensors import InferRequest
+from trt_plugin_kit.serving.edge import wire_json
+from trt_plugin_kit.serving.edge.tensors import InferRequest
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 

@@ -2,11 +2,12 @@
 
 An allowlist: the KServe v2 endpoints this kit serves, each request parsed once, held against the served
 model's configuration and re-encoded before tritonserver sees it (docs/SECURITY.md). tritonserver itself
-listens on private Unix sockets only. Start it through trt_plugin_kit.serving.TritonServer (make serve).
+listens on private Unix sockets only. Start it through trt_plugin_kit.serving.server.TritonServer (make
+serve).
 """
 
-from trt_plugin_kit.edge import limits
-from trt_plugin_kit.edge.contract import socket_paths
-from trt_plugin_kit.edge.tensors import ModelInterface, Refused, check_request
+from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.contract import socket_paths
+from trt_plugin_kit.serving.edge.tensors import ModelInterface, Refused, check_request
 
 __all__ = ["ModelInterface", "Refused", "check_request", "limits", "socket_paths"]

@@ -1,5 +1,0 @@
-import sys
-
-from trt_plugin_kit.edge.app import main
-
-sys.exit(main())
