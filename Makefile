@@ -151,7 +151,7 @@ serve: venv
 
 # Regenerate the parts of deploy/kubernetes/ derived from serving.py, interface.py and docker-compose.yml.
 k8s-generate: venv
-	$(PY) -m trt_plugin_kit.kubernetes
+	$(PY) -m trt_plugin_kit.deploy.kubernetes
 
 loadtest: venv
 	$(PY) -m loadtests $(LOADTEST_ARGS)

@@ -1,7 +1,8 @@
 """Replicas behind a balancer, one killed under load: the failover scenario of `make compose-test`.
 
 N replicas of the compose CPU profile (`--scale`, docker/compose.replicas.yml) on the host's loopback, HAProxy
-in front (trt_plugin_kit.balancer), the Locust mix through HAProxy with the clients' retry policy (an error of
+in front (trt_plugin_kit.deploy.balancer), the Locust mix through HAProxy with the clients' retry policy (an
+error of
 the path to a server, i.e. connection refused/reset, 502/503/504 or gRPC UNAVAILABLE, is sent again on a new
 connection, at most RETRIES times: inference is idempotent). In the middle of the run one replica's container
 is killed (SIGKILL to its first process, as a crash would end it) and started again DOWN_FOR_S later (its
@@ -34,7 +35,7 @@ from pathlib import Path
 from loadtests import report
 from loadtests.runner import RunPlan, run_locust
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
-from trt_plugin_kit.balancer import (
+from trt_plugin_kit.deploy.balancer import (
     GRPC_BACKEND,
     HTTP_BACKEND,
     Balancer,
@@ -43,7 +44,7 @@ from trt_plugin_kit.balancer import (
     find_haproxy,
     server_name,
 )
-from trt_plugin_kit.replica_slot import SLOT_STRIDE, slot_ports
+from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, slot_ports
 from trt_plugin_kit.serving.server import free_port
 from trt_plugin_kit.triton.options import ServerLocation
 

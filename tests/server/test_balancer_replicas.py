@@ -1,4 +1,5 @@
-"""HAProxy (trt_plugin_kit.balancer) in front of two real Triton replicas: every request, HTTP/1.1 and gRPC,
+"""HAProxy (trt_plugin_kit.deploy.balancer) in front of two real Triton replicas: every request, HTTP/1.1 and
+gRPC,
 balanced on its own. The failover under load runs in the compose test (loadtests/failover.py).
 """
 
@@ -12,9 +13,9 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from trt_plugin_kit.balancer import GRPC_BACKEND, HTTP_BACKEND, Balancer, server_name
+from trt_plugin_kit.deploy.balancer import GRPC_BACKEND, HTTP_BACKEND, Balancer, server_name
+from trt_plugin_kit.deploy.replica_slot import slot_ports
 from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT
-from trt_plugin_kit.replica_slot import slot_ports
 from trt_plugin_kit.serving.server import Ports, TritonServer, free_port
 
 needs_haproxy = pytest.mark.skipif(

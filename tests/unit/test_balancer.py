@@ -1,5 +1,7 @@
-"""Replicas on one host behind HAProxy, without Docker or a server: slots (trt_plugin_kit.replica_slot), the
-generated HAProxy configuration (trt_plugin_kit.balancer, checked by haproxy itself), and the compose override
+"""Replicas on one host behind HAProxy, without Docker or a server: slots
+(trt_plugin_kit.deploy.replica_slot), the
+generated HAProxy configuration (trt_plugin_kit.deploy.balancer, checked by haproxy itself), and the compose
+override
 that ties them to `--scale`. With real replicas: tests/server/test_balancer_replicas.py; the failover under
 load runs in the compose test (loadtests/failover.py).
 """
@@ -15,9 +17,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trt_plugin_kit.balancer import haproxy_config, server_name
+from trt_plugin_kit.deploy.balancer import haproxy_config, server_name
+from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, slot_ports
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.replica_slot import SLOT_STRIDE, slot_ports
 
 needs_haproxy = pytest.mark.skipif(
     shutil.which("haproxy") is None, reason="no haproxy (apt-get install haproxy; bash .ci/run does)"
@@ -31,7 +33,7 @@ def start_slot_holder(directory: Path, base: int) -> subprocess.Popen:
         "time.sleep(60)"
     )
     return subprocess.Popen(
-        [sys.executable, "-m", "trt_plugin_kit.replica_slot", f"--dir={directory}", f"--base={base}",
+        [sys.executable, "-m", "trt_plugin_kit.deploy.replica_slot", f"--dir={directory}", f"--base={base}",
          "--slots=2", "--", sys.executable, "-c", code],
         stdout=subprocess.PIPE, text=True, cwd=REPO_ROOT,
     )  # fmt: skip
@@ -51,7 +53,7 @@ def test_replicas_take_distinct_slots_and_a_dead_ones_slot_is_taken_again(tmp_pa
     try:
         assert held(second) == ["1", str(20000 + SLOT_STRIDE)]
         third = subprocess.run(
-            [sys.executable, "-m", "trt_plugin_kit.replica_slot", f"--dir={tmp_path}", "--base=20000",
+            [sys.executable, "-m", "trt_plugin_kit.deploy.replica_slot", f"--dir={tmp_path}", "--base=20000",
              "--slots=2", "--", "true"],
             capture_output=True, text=True, cwd=REPO_ROOT,
         )  # fmt: skip
@@ -89,7 +91,7 @@ def test_compose_replicas_override_fits_the_image_and_the_slots():
     override = yaml.safe_load((REPO_ROOT / "docker" / "compose.replicas.yml").read_text())
     service = override["services"]["triton-cpu"]
     command = service["command"]
-    assert command[:3] == ["python", "-m", "trt_plugin_kit.replica_slot"]
+    assert command[:3] == ["python", "-m", "trt_plugin_kit.deploy.replica_slot"]
     assert command[command.index("--") + 1 :] == ["python", "scripts/serve.py"]  # the image's own command
     port_file = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--http-port-file="))
     slots_dir = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--dir="))

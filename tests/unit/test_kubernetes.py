@@ -21,7 +21,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from trt_plugin_kit import kubernetes as k8s
+from trt_plugin_kit.deploy import kubernetes as k8s
 from trt_plugin_kit.interface import (
     DEFAULT_GRPC_PORT,
     DEFAULT_HTTP_PORT,
@@ -134,7 +134,9 @@ def compose_serve_args(compose: dict) -> argparse.Namespace:
 
 def test_generated_files_are_current():
     stale = k8s.stale_files()
-    assert not stale, f"regenerate with `python -m trt_plugin_kit.kubernetes` (make k8s-generate): {stale}"
+    assert not stale, (
+        f"regenerate with `python -m trt_plugin_kit.deploy.kubernetes` (make k8s-generate): {stale}"
+    )
 
 
 def _server_args(document: dict) -> list[str]:

@@ -8,10 +8,11 @@ So each replica takes the first free *slot* k of a folder shared by the replicas
     HTTP  base + 10k,   gRPC  base + 10k + 1,   metrics  base + 10k + 2
 
 A replica that dies releases its slot with its last open file; the one that replaces it (the restart policy)
-takes the lowest free slot: its own again. trt_plugin_kit.balancer writes a HAProxy configuration with a
+takes the lowest free slot: its own again. trt_plugin_kit.deploy.balancer writes a HAProxy configuration with
+a
 server per slot, so the balancer finds the replicas where they are.
 
-    python -m trt_plugin_kit.replica_slot --dir /run/trt-slots --base 18000 -- python scripts/serve.py
+    python -m trt_plugin_kit.deploy.replica_slot --dir /run/trt-slots --base 18000 -- python scripts/serve.py
 
 The ports go to the command as TRITON_HTTP_PORT, TRITON_GRPC_PORT and TRITON_METRICS_PORT (what serve.py
 reads) and REPLICA_SLOT; --http-port-file also writes the HTTP port there, for a container's healthcheck.

@@ -1,15 +1,17 @@
 """HAProxy in front of N Triton replicas on one host: HTTP/1.1 and HTTP/2 (gRPC), active health checks.
 
 The replicas are those of `docker compose ... up --scale triton-cpu=N` with docker/compose.replicas.yml, each
-on the ports of its slot (trt_plugin_kit.replica_slot). HAProxy (Debian's `haproxy` package) balances every
+on the ports of its slot (trt_plugin_kit.deploy.replica_slot). HAProxy (Debian's `haproxy` package) balances
+every
 request (not every connection) round-robin over the replicas that pass their health check, Triton's
 `GET /v2/health/ready` on the replica's HTTP port every `inter`: `fall` failures in a row take a replica out,
 `rise` successes put it back. gRPC is balanced per HTTP/2 stream, each call on its own. A request whose
 connection to a replica fails is sent to another one (`retries`, `option redispatch`); a request that a
 replica dies in the middle of gets an error (502, gRPC UNAVAILABLE) for the client to retry.
 
-    python -m trt_plugin_kit.balancer --replicas 3 --base 18000 --http-port 8000 --grpc-port 8001  # prints
-    python -m trt_plugin_kit.balancer ... --run     # runs HAProxy in the foreground with that configuration
+    # prints the configuration; with --run, runs HAProxy in the foreground with it
+    python -m trt_plugin_kit.deploy.balancer --replicas 3 --base 18000 --http-port 8000 --grpc-port 8001
+    python -m trt_plugin_kit.deploy.balancer ... --run
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trt_plugin_kit.replica_slot import slot_ports
+from trt_plugin_kit.deploy.replica_slot import slot_ports
 
 HTTP_BACKEND, GRPC_BACKEND = "triton_http", "triton_grpc"
 HEALTH_PATH = "/v2/health/ready"  # strict readiness: every model of the replica loaded
