@@ -21,14 +21,20 @@ ifneq ($(TRT_INCLUDE_DIR),)
 TRT_VERSIONS := $(shell sed -n 's/^\#define TRT_\(MAJOR\|MINOR\|PATCH\)_ENTERPRISE \([0-9]*\).*/\2/p' \
   $(TRT_INCLUDE_DIR)/NvInferVersion.h 2>/dev/null | paste -sd. -)
 endif
-# Empty: CMake picks `native` GPUs when present, else the documented Turing..Blackwell list.
+# Empty: CMake picks `native` GPUs when present, else the documented Turing..Blackwell list (an earlier
+# CUDA_ARCHITECTURES=... is dropped from the CMake cache, never kept by the next plain build).
 CUDA_ARCHITECTURES ?=
+# `make test` and `make check` on a machine without a GPU launch no kernel: one architecture compiles every
+# source (Hopper's, the GPU machine's) in a fifth of the time. The GPU scripts (scripts/gpu_*.sh) and `make
+# plugins` keep the full list; TEST_CUDA_ARCHITECTURES= (empty) gives `make test` the full list too.
+HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
+TEST_CUDA_ARCHITECTURES ?= $(if $(HAS_GPU),,90-real)
 JOBS ?= $(shell nproc)
 
-.PHONY: help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins harness-check pytest numeric-threads test compose-test lint format docs serve loadtest clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins harness-check pytest numeric-threads test compose-test lint format docs serve loadtest clean
 
 help:
-	@echo "make serve | make new-plugin NAME=... | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
+	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
 # Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extras
 # ('.[rtx]': TensorRT for RTX, about 240 MB; '.[test]': Kubernetes schemas) on top of it.
@@ -67,7 +73,8 @@ plugins: trt-headers venv
 	  cmake -S plugins -B $(BUILD_DIR)/trt-$$v -DCMAKE_BUILD_TYPE=Release \
 	    -DTENSORRT_INCLUDE_DIR=$(if $(TRT_INCLUDE_DIR),$(abspath $(TRT_INCLUDE_DIR)),$(abspath $(TRT_VENDOR_DIR))/$$v/include) \
 	    -DTRT_PLUGIN_KIT_PYTHON=$(abspath $(PY)) \
-	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)") > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
+	    $(if $(CUDA_ARCHITECTURES),-DCMAKE_CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)",-UCMAKE_CUDA_ARCHITECTURES) \
+	    > $(BUILD_DIR)/cmake-$$v.log 2>&1 \
 	    || { cat $(BUILD_DIR)/cmake-$$v.log; exit 1; }; \
 	  cmake --build $(BUILD_DIR)/trt-$$v -j $(JOBS); \
 	done
@@ -110,6 +117,13 @@ pytest: test-venv test-tools
 NUMERIC_BLAS_THREADS ?= 1
 numeric-threads: test-venv
 	$(PY) -m pytest -q -m numeric --blas-threads $(NUMERIC_BLAS_THREADS)
+
+# One architecture where no GPU is (see TEST_CUDA_ARCHITECTURES); prerequisites inherit it.
+test check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITECTURES))
+
+# The fast loop: lint and the unit tier (Python only, no build, no server), about a minute.
+check: lint test-venv
+	$(PY) -m pytest -q tests/unit
 
 # The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.
 # numeric-threads runs from the recipe, so that it comes after pytest also under make -j.
