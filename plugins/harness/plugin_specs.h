@@ -1,6 +1,6 @@
 // The plugins' specs (plugins/<name>/spec.yaml) for the C++ test tools: names, fields with their valid
 // ranges, and a plausible shape per plugin. The table itself (plugin_specs.cpp in the build directory) is
-// generated from the YAML files by `python -m trt_plugin_kit.plugin_spec cpp` when the tools are built, so a
+// generated from the YAML files by `python -m trt_plugin_kit.specs cpp` when the tools are built, so a
 // new plugin folder reaches the harness and the fuzzer without an edit here.
 #pragma once
 

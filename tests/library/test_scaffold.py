@@ -131,6 +131,20 @@ def test_harness_cpu_checks_cover_the_new_plugins(tutorial_run):
     assert "PairReduce reports rank 0 input" in harness
 
 
+def test_the_fuzzer_finds_nothing_in_the_new_plugins(copy: Path, tutorial_run):
+    """What `make test` runs on every plugin (test_stress_fuzz.py), on the scaffold's output unchanged: it
+    used to copy a malformed input shape into its output ("getOutputShapes succeeded with a malformed
+    output 0")."""
+    build = copy / "build" / "trt-11.1"
+    for plugin in ("ScaledPoly", "PairReduce"):
+        result = _run(
+            [str(build / "plugin_stress"), "fuzz", "--library", str(build / "libtrt_plugin_kit.so"),
+             "--plugin", plugin, "--iterations", "300", "--seed", "1"],
+            copy,
+        )  # fmt: skip
+        assert f"PASS fuzz {plugin} ::" in result.stdout
+
+
 def test_one_node_model_matches_reference(copy: Path, tutorial_run):
     """The variant through the node helper and the evaluator, in the copy (whose plugins/ has it)."""
     code = """
