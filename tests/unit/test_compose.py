@@ -11,7 +11,6 @@ run would not show: which profile starts what, the user, the published addresses
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import re
@@ -21,6 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trt_plugin_kit.deploy.compose import ComposeNotFound, compose_binary
 from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     DEFAULT_GRPC_PORT,
@@ -37,13 +37,6 @@ COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 HOST_NETWORK_FILE = REPO_ROOT / "docker" / "compose.host-network.yml"
 DOCKER_DIR = REPO_ROOT / "docker"
 PYTHON_DOCKERFILE = DOCKER_DIR / "python.Dockerfile"
-
-
-def _load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # TensorRT carried by NVIDIA's NGC containers per release (NVIDIA Frameworks Support Matrix). The tensorrt
@@ -526,8 +519,8 @@ def test_host_network_override_keeps_traffic_on_loopback_and_builds_offline():
 
 def _compose_command() -> list[str] | None:
     try:
-        return _load_script("compose_test").compose_binary()
-    except Exception:  # no compose v2 here: the static checks above still ran
+        return compose_binary()
+    except ComposeNotFound:  # no compose v2 here: the static checks above still ran
         return None
 
 
