@@ -99,6 +99,8 @@ def test_serve_script_prints_endpoints_serves_and_stops_cleanly(tmp_path, stop_s
         assert f"HTTP:     http://127.0.0.1:{ports.http}" in banner
         assert f"gRPC:     127.0.0.1:{ports.grpc}" in banner
         assert f"metrics:  http://127.0.0.1:{ports.metrics}/metrics" in banner
+        # The models tritonserver reported to the edge, not a fixed list.
+        assert "models:   l2norm, mnist, mnist_pipeline, mnist_preprocess" in banner
 
         client = httpclient.InferenceServerClient(url=f"127.0.0.1:{ports.http}")
         tensor = httpclient.InferInput("vector", [1, 2], "FP32")
@@ -132,6 +134,32 @@ def test_serve_script_reports_a_taken_port_and_exits(tmp_path):
     )
     assert "address already in use" in output.lower()
     assert READY_LINE not in output
+
+
+@pytest.mark.parametrize("log_file", [True, False], ids=["log file", "console"])
+def test_a_model_that_fails_to_load_is_named_with_its_reason_last(tmp_path, log_file):
+    """Issue 24 item 4: a repository you changed. The cause used to be 40 lines above a tail of unrelated
+    lines (or none: "server output went to the console"); now it is the last thing serve.py says."""
+    repository = tmp_path / "repo" / "model_repository"
+    shutil.copytree(MODEL_REPOSITORY, repository)
+    (tmp_path / "repo" / "models").symlink_to(REPO_ROOT / "models")  # the CPU mnist's ONNX file
+    config = repository / "l2norm" / "configs" / "cpu.pbtxt"
+    config.write_text(config.read_text().replace('backend: "python"', 'backend: "no_such_backend"'))
+    ports = Ports.free()
+    command = [
+        *SERVE_COMMAND, "--variant", "cpu", "--host", "127.0.0.1", "--http-port", str(ports.http),
+        "--grpc-port", str(ports.grpc), "--metrics-port", str(ports.metrics),
+        "--model-repository", str(repository),
+    ]  # fmt: skip
+    if log_file:
+        command += ["--log-file", str(tmp_path / "tritonserver.log")]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("model 'l2norm' failed to load:") and "no_such_backend" in last, result.stderr[
+        -3000:
+    ]
+    assert READY_LINE not in result.stdout
 
 
 def test_serve_script_reads_ports_and_variant_from_the_environment(monkeypatch):

@@ -187,7 +187,7 @@ def print_banner(server: TritonServer, host: str) -> None:
         f"  edge:     {edge}",
         f"  gRPC:     {server.grpc_url}",
         f"  metrics:  {server.metrics_url}",
-        f"  models:   {', '.join(MODEL_NAMES)}",
+        f"  models:   {', '.join(server.loaded_models() or MODEL_NAMES)}",
         f"  bound to: {host}" + ("" if host not in ("0.0.0.0", "::") else " (all interfaces)"),
         f"  admin APIs (model repository, shared memory, trace, logging) need the header '{ADMIN_HEADER}' "
         f"with ${ADMIN_KEY_ENV}; " + ("open to that key." if server.admin_key else "closed: it is unset."),

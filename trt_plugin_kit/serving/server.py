@@ -15,8 +15,11 @@ directly (see tests/conftest.py).
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -24,6 +27,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,6 +79,9 @@ HTTP_MAX_INPUT_BYTES = edge_limits.MAX_REQUEST_BYTES
 # First Triton release whose HTTP JSON path checks declared shapes before allocating (server PR #8676,
 # NGC 26.04). The edge stands in front of every release; this only tells which ones are exposed without it.
 HTTP_JSON_FIXED_VERSION = (2, 68, 0)
+# Triton's words for a model that did not load (model_lifecycle.cc), and where the edge lists those that did.
+LOAD_FAILURE = re.compile(r"failed to load '([^']+)' version (\d+): (.*)$")
+EDGE_MODELS_FILE = "edge-models.json"
 # Triton's flags for TLS on its gRPC port; behind the edge they configure the edge's public port instead.
 GRPC_TLS_FLAGS = ("--grpc-use-ssl", "--grpc-server-cert", "--grpc-server-key", "--grpc-root-cert")
 # `--edge`: on (default), the edge holds the public ports and tritonserver listens on private Unix sockets;
@@ -276,6 +283,7 @@ class TritonServer:
         self.isolation = ""  # how tritonserver is kept from every process but the edge (for the banner)
         self._stub_pids: dict[int, str] = {}
         self._grpc_tls_args: list[str] = []
+        self._console_lines: collections.deque[str] = collections.deque(maxlen=400)
         self.shm_prefix = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(4)}_"
         # How long Triton waits at shutdown for in-flight requests and open client connections.
         self.exit_timeout_s = exit_timeout_s
@@ -363,6 +371,7 @@ class TritonServer:
             f"--metrics={self.host}:{self.ports.metrics}",
             f"--socket-dir={self.socket_dir}",
             f"--status-file={self._workdir / 'edge-status.txt'}",
+            f"--models-file={self._workdir / EDGE_MODELS_FILE}",
         ]
         # Keys by environment (readable by this user only), never on a command line.
         env = {k: v for k, v in os.environ.items() if k != ADMIN_KEY_ENV}
@@ -375,17 +384,48 @@ class TritonServer:
     def _spawn(self, command: list[str], env: dict[str, str]) -> subprocess.Popen:
         # Own session: a Ctrl-C in the terminal reaches only the launcher, which then shuts the server
         # (and its Python backend stubs, same process group) down in order. umask 077: files the server
-        # creates (logs, traces) are the owner's only.
-        return subprocess.Popen(
+        # creates (logs, traces) are the owner's only. Without a log file the output goes to the console
+        # through a pipe that keeps its last lines, so that a failed start can show its cause again.
+        process = subprocess.Popen(
             command,
             env=env,
             cwd=self._workdir,
             stdin=subprocess.DEVNULL,
-            stdout=self._log_handle,
-            stderr=subprocess.STDOUT if self._log_handle else None,
+            stdout=self._log_handle if self._log_handle else subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
             umask=0o077,
         )
+        if self._log_handle is None:
+            threading.Thread(target=self._echo, args=(process.stdout,), daemon=True).start()
+        return process
+
+    def _echo(self, stream) -> None:
+        for line in iter(stream.readline, b""):
+            sys.stdout.buffer.write(line)
+            sys.stdout.buffer.flush()
+            self._console_lines.append(line.decode(errors="replace").rstrip("\n"))
+
+    def _log_lines(self) -> list[str]:
+        if self.log_file is not None and self.log_file.is_file():
+            return self.log_file.read_text(errors="replace").splitlines()
+        return list(self._console_lines)
+
+    def model_load_failures(self) -> list[str]:
+        """ "model 'NAME' failed to load: REASON", from Triton's log (a start that --exit-on-error ended)."""
+        failures = []
+        for line in self._log_lines():
+            match = LOAD_FAILURE.search(line)
+            if match:
+                failures.append(f"model '{match[1]}' failed to load: {match[3].rstrip(chr(34))}")
+        return list(dict.fromkeys(failures))
+
+    def loaded_models(self) -> list[str]:
+        """The models tritonserver serves (once ready), as the edge read them from its repository index."""
+        try:
+            return json.loads((self._workdir / EDGE_MODELS_FILE).read_text())
+        except (OSError, TypeError, ValueError):
+            return []
 
     def _prepare_variant(self) -> tuple[Path, dict[str, str], list[str]]:
         # The operator's key is the edge's alone (its environment); tritonserver and its stubs never see it.
@@ -493,9 +533,7 @@ class TritonServer:
             time.sleep(poll_s)
 
     def log_tail(self, lines: int = 60) -> str:
-        if self.log_file is None or not self.log_file.is_file():
-            return "(server output went to the console)"
-        return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        return "\n".join(self._log_lines()[-lines:]) or "(no output)"
 
     def wait_until_ready(self, timeout_s: float = 180.0) -> None:
         """Wait until both protocols answer ready (strict readiness: every model loaded) with the kit's one
@@ -519,7 +557,9 @@ class TritonServer:
             what = (
                 "tritonserver was not ready" if not_ready.waited_out else f"{not_ready} before it was ready"
             )
-            raise ServingError(f"{what}. Last lines of its log:\n{self.log_tail()}") from None
+            failures = self.model_load_failures()
+            cause = ("\n" + "\n".join(failures)) if failures else ""
+            raise ServingError(f"{what}. Last lines of its log:\n{self.log_tail()}{cause}") from None
         # The Python backend creates its regions while models load, mode 0644 whatever the umask
         # (Boost.Interprocess sets it): make tensors in transit the owner's only.
         restrict_shared_memory(self.shm_prefix)

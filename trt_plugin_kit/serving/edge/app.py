@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -91,6 +92,8 @@ async def serve(args: argparse.Namespace) -> int:
         try:
             await asyncio.wait_for(upstream.load_models(args.ready_timeout), args.ready_timeout + 5)
             state["why_not_ready"] = None
+            if args.models_file is not None:
+                args.models_file.write_text(json.dumps(sorted(upstream.models)) + "\n")
         except (TimeoutError, asyncio.TimeoutError, OSError) as error:
             say_why(args, str(error))
             state["exit"] = EXIT_NEVER_READY
@@ -135,6 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--socket-dir", type=Path, required=True, help="tritonserver's private sockets")
     parser.add_argument("--ready-timeout", type=float, default=300.0)
     parser.add_argument("--status-file", type=Path, help="where to write why the edge stopped")
+    parser.add_argument("--models-file", type=Path, help="where to write the served models (JSON list)")
     # TLS on the public gRPC port: tritonserver's own flags (TritonServer moves them here from Triton's).
     truth = {"true": True, "1": True, "false": False, "0": False}
     parser.add_argument("--grpc-use-ssl", type=lambda v: truth[v.lower()], default=False)
