@@ -27,8 +27,6 @@ import socket
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,6 +44,7 @@ from trt_plugin_kit.deploy.balancer import (
 )
 from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, slot_ports
 from trt_plugin_kit.serving.server import free_port
+from trt_plugin_kit.triton import metrics
 from trt_plugin_kit.triton.options import ServerLocation
 
 REPLICAS = 3
@@ -58,7 +57,7 @@ KILL_AT_S = 20
 DOWN_FOR_S = 8.0
 RETRIES = 2
 VICTIM_SLOT = 1
-SUCCESS_COUNTER = "nv_inference_request_success"
+SUCCESS_COUNTER = metrics.REQUEST_SUCCESS
 
 
 class FailoverFailed(Exception):
@@ -88,13 +87,7 @@ def free_port_block(size: int) -> int:
 
 def served_requests(metrics_port: int) -> float | None:
     """Requests a replica completed (nv_inference_request_success over its models), None if it is down."""
-    try:
-        text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2).read().decode()
-    except (urllib.error.URLError, OSError):
-        return None
-    return sum(
-        float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(SUCCESS_COUNTER + "{")
-    )
+    return metrics.total(f"http://127.0.0.1:{metrics_port}/metrics", SUCCESS_COUNTER)
 
 
 @dataclass

@@ -14,10 +14,7 @@ the figures to set the autoscaler's target from.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
-import urllib.request
-from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -37,23 +34,16 @@ from loadtests.runner import (
 )
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
 from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.triton import metrics
 from trt_plugin_kit.triton.options import ServerLocation, add_server_variant_argument
 
 DEFAULT_OUTPUT = Path(__file__).resolve().parent / "QUEUE_SIGNAL.md"
-QUEUE_COUNTER, SUCCESS_COUNTER = "nv_inference_queue_duration_us", "nv_inference_request_success"
-_SAMPLE = re.compile(r"^(?P<name>nv_[a-z_]+)\{(?P<labels>[^}]*)\}\s+(?P<value>\S+)$")
+QUEUE_COUNTER, SUCCESS_COUNTER = metrics.QUEUE_DURATION_US, metrics.REQUEST_SUCCESS
 
 
 def read_counters(metrics_url: str) -> dict[str, dict[str, float]]:
-    """{counter: {model: value}} for the two counters the adapter rule uses (Prometheus text format)."""
-    text = urllib.request.urlopen(metrics_url, timeout=10).read().decode()
-    counters: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for line in text.splitlines():
-        match = _SAMPLE.match(line)
-        if match and match["name"] in (QUEUE_COUNTER, SUCCESS_COUNTER):
-            model = re.search(r'model="([^"]*)"', match["labels"])
-            counters[match["name"]][model[1] if model else ""] += float(match["value"])
-    return counters
+    """{counter: {model: value}} for the two counters the adapter rule uses."""
+    return metrics.read_metrics(metrics_url, (QUEUE_COUNTER, SUCCESS_COUNTER))
 
 
 @dataclass

@@ -62,11 +62,12 @@ from loadtests.workloads import (
 from trt_plugin_kit.interface import L2NORM, MNIST, MNIST_PIPELINE
 from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
 from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.triton.metrics import REQUEST_FAILURE, REQUEST_SUCCESS, read_metrics
 from trt_plugin_kit.triton.options import ServerLocation, converter, positive_int, positive_seconds
 from trt_plugin_kit.triton.protocol import Connection, NotReady, wait_until_ready
 
 MODELS = (MNIST, MNIST_PIPELINE, L2NORM)
-METRICS = ("nv_inference_request_success", "nv_inference_request_failure")
+METRICS = (REQUEST_SUCCESS, REQUEST_FAILURE)
 EXIT_PASSED, EXIT_FAILED, EXIT_ERROR = 0, 1, 2
 MIB = 1024.0 * 1024.0
 DEFAULT_TIMEOUT_S = 60.0
@@ -301,7 +302,7 @@ def sampler(
                 sample["total_rss_mib"] = round(rss[1] / MIB, 2)
                 sample["processes"] = rss[2]
         try:
-            sample["metrics"] = soak_report.read_metrics(metrics_url, METRICS)
+            sample["metrics"] = read_metrics(metrics_url, METRICS)
         except OSError as error:
             sample["metrics_error"] = str(error)
         with tally.lock:

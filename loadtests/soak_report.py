@@ -14,8 +14,6 @@ for itself:
 
 from __future__ import annotations
 
-import re
-import urllib.request
 from collections import defaultdict
 from pathlib import Path
 
@@ -82,20 +80,6 @@ def process_tree_rss(pid: int) -> tuple[float, float, int] | None:
         return sizes[0], sum(sizes), len(tree)
     except OSError:
         return None
-
-
-def read_metrics(url: str, metrics: tuple[str, ...]) -> dict[str, dict[str, float]]:
-    """{metric: {model: value summed over the model's series}} for `metrics` (Prometheus text)."""
-    with urllib.request.urlopen(url, timeout=10) as response:
-        text = response.read().decode()
-    values: dict[str, dict[str, float]] = {name: defaultdict(float) for name in metrics}
-    pattern = re.compile(r"^(\w+)\{([^}]*)\} (\S+)$", re.MULTILINE)
-    for name, labels, value in pattern.findall(text):
-        if name in values:
-            model = re.search(r'model="([^"]*)"', labels)
-            if model:
-                values[name][model.group(1)] += float(value)
-    return {name: dict(per_model) for name, per_model in values.items()}
 
 
 # ------------------------------------------------------------------------------------------ request counts
