@@ -27,7 +27,9 @@ TUTORIAL = REPO_ROOT / "docs" / "writing-a-plugin.md"
 RUNNABLE = re.compile(r"<!-- runnable-here -->\s*```bash\n(.*?)```", re.S)
 HEADERS = SHARED_DIR / "vendor" / "tensorrt" / "11.1" / "include"
 # A second variant, scaffolded beside the tutorial's: several inputs and outputs, an array field, reducing.
-VARIANT = ["pair_reduce", "--inputs", "2", "--outputs", "2", "--array-field", "coefficients", "--reduce"]
+# The variant names its float field `gain`: the generated C++ must use that name, not the default `scale`.
+VARIANT = ["pair_reduce", "--inputs", "2", "--outputs", "2", "--float-field", "gain",
+           "--array-field", "coefficients", "--reduce"]  # fmt: skip
 
 
 def tutorial_blocks() -> list[str]:
@@ -123,9 +125,9 @@ def test_generated_code_is_lint_clean(copy: Path, tutorial_run):
 def test_harness_cpu_checks_cover_the_new_plugins(tutorial_run):
     harness = next(out for out in tutorial_run if "harness:" in out)
     assert re.search(r"harness: \d+ passed, 0 failed", harness)
-    for plugin in ("ScaledPoly", "PairReduce"):
+    for plugin, field in (("ScaledPoly", "scale"), ("PairReduce", "gain")):
         assert f"getFieldNames {plugin} matches its spec" in harness
-        assert f"{plugin} rejects NaN scale" in harness
+        assert f"{plugin} rejects NaN {field}" in harness
     # ScaledPoly (one input, same shape) accepts every shape; PairReduce refuses mismatched inputs and rank 0.
     assert "PairReduce reports inputs of different shapes" in harness
     assert "PairReduce reports rank 0 input" in harness
@@ -145,6 +147,16 @@ def test_the_fuzzer_finds_nothing_in_the_new_plugins(copy: Path, tutorial_run):
         assert f"PASS fuzz {plugin} ::" in result.stdout
 
 
+def test_the_chosen_field_name_is_used_throughout(copy: Path, tutorial_run):
+    """`--float-field gain`: no `scale` identifier left in the generated C++ (19 were; the harness's own error
+    scale, `ref.scale`, is another thing)."""
+    for path in sorted((copy / "plugins" / "pair_reduce").rglob("*")):
+        if path.suffix in (".cpp", ".h", ".cu", ".cuh"):
+            text = re.sub(r"\brefs?(\[m\])?\.scale\b", "", path.read_text())
+            assert not re.search(r"\b(scale|mScale)\b", text), f"{path.name} still says scale"
+            assert "gain" in text or path.name.endswith(".h"), path.name
+
+
 def test_one_node_model_matches_reference(copy: Path, tutorial_run):
     """The variant through the node helper and the evaluator, in the copy (whose plugins/ has it)."""
     code = """
@@ -154,7 +166,7 @@ from trt_plugin_kit.models import onnx_eval
 from trt_plugin_kit.specs import nodes as plugin_nodes
 from trt_plugin_kit.specs import reference
 node = plugin_nodes.make_node(
-    "PairReduce", ["a", "b"], ["y0", "y1"], "pr", scale=0.5, coefficients=[1.0, -2.0, 0.5]
+    "PairReduce", ["a", "b"], ["y0", "y1"], "pr", gain=0.5, coefficients=[1.0, -2.0, 0.5]
 )
 tensor = lambda n, s: helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
 graph = helper.make_graph([node], "g", [tensor("a", [3, 4, 5]), tensor("b", [3, 4, 5])],
@@ -169,9 +181,9 @@ t = a.astype(np.float64) + b
 f = (0.5 * (1.0 - 2.0 * t + 0.5 * t * t)).sum(axis=-1, keepdims=True)
 np.testing.assert_allclose(out["y0"], f, rtol=1e-5, atol=1e-5)
 np.testing.assert_allclose(out["y1"], 2 * f, rtol=1e-5, atol=1e-5)
-y0, y1 = reference.REFERENCES["PairReduce"](a, b, scale=0.5, coefficients=[1.0, -2.0, 0.5])
+y0, y1 = reference.REFERENCES["PairReduce"](a, b, gain=0.5, coefficients=[1.0, -2.0, 0.5])
 assert np.array_equal(y0, out["y0"]) and np.array_equal(y1, out["y1"])
-for bad, word in (({"scale": "x"}, "scale"), ({"coefficients": [1.0, float("nan")]}, "coefficients"),
+for bad, word in (({"gain": "x"}, "gain"), ({"coefficients": [1.0, float("nan")]}, "coefficients"),
                   ({"offset": 1.0}, "offset")):
     try:
         plugin_nodes.make_node("PairReduce", ["a", "b"], ["y0", "y1"], "pr", **bad)

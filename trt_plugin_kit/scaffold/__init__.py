@@ -124,6 +124,14 @@ def _fields_yaml(o: Options) -> str:
     return "\n".join(lines) if lines else "  []"
 
 
+def float_identifiers(o: Options) -> tuple[str, str]:
+    """The C++ names of the float field: its own name and the member (``beta`` -> ``beta``, ``mBeta``);
+    ``scale`` where the plugin has none (the factor is then 1)."""
+    field = o.float_field or "scale"
+    camel = "".join(part[:1].upper() + part[1:] for part in field.split("_"))
+    return field, f"m{camel}"
+
+
 def _cpp_snippets(o: Options) -> dict[str, str]:
     cls = o.creator
     fields = [f for f in (o.float_field, o.array_field) if f]
@@ -159,13 +167,14 @@ def _cpp_snippets(o: Options) -> dict[str, str]:
         s["shape_members"] = "    int64_t mCount{0};\n"
         s["args_fill"] = "    args.count = mCount;\n"
         s["args_shape"] = "    int64_t count;  // elements per tensor\n"
+    name, member = float_identifiers(o)
     serialize, declare, create = [], [], []
     if o.float_field:
-        serialize.append(f'    writer.addFloat("{o.float_field}", mScale);\n')
+        serialize.append(f'    writer.addFloat("{o.float_field}", {member});\n')
         declare.append(f'    mFieldNames.declare("{o.float_field}", PluginFieldType::kFLOAT32, 1);\n')
-        create.append(f'    float const scale = fields.getFloat("{o.float_field}").value_or(1.F);\n')
+        create.append(f'    float const {name} = fields.getFloat("{o.float_field}").value_or(1.F);\n')
     else:
-        create.append("    float const scale = 1.F;\n")
+        create.append(f"    float const {name} = 1.F;\n")
     if o.array_field:
         serialize.append(f'    writer.addFloats("{o.array_field}", mCoefficients);\n')
         declare.append(f'    mFieldNames.declare("{o.array_field}", PluginFieldType::kFLOAT32, -1);\n')
@@ -175,7 +184,7 @@ def _cpp_snippets(o: Options) -> dict[str, str]:
         )
     else:
         create.append("    std::vector<float> coefficients;\n")
-    create.append(f"    return std::make_unique<{cls}Plugin>(scale, std::move(coefficients));\n")
+    create.append(f"    return std::make_unique<{cls}Plugin>({name}, std::move(coefficients));\n")
     s["serialize_body"] = "".join(serialize) or "    static_cast<void>(writer);  // no fields\n"
     s["declare_body"] = "".join(declare)
     s["create_body"] = "".join(create)
@@ -185,8 +194,9 @@ def _cpp_snippets(o: Options) -> dict[str, str]:
 def _cases_snippets(o: Options) -> dict[str, str]:
     fields, custom, rejects = [], [], []
     if o.float_field:
-        fields.append(f'        c.fields.addFloat("{o.float_field}", f.scale);\n')
-        custom.append("    custom.scale = 0.75F;\n")
+        name = float_identifiers(o)[0]
+        fields.append(f'        c.fields.addFloat("{o.float_field}", f.{name});\n')
+        custom.append(f"    custom.{name} = 0.75F;\n")
         f = o.float_field
         rejects += [
             f'reject("NaN {f}", FieldSet().addFloat("{f}", NAN), "{f}");',
@@ -285,6 +295,8 @@ def render(o: Options, command_args: str) -> dict[str, str]:
             "y", o.outputs, "the input's type; its shape" + (" with the last axis 1" if o.reduce else "")
         ),
         "fields_yaml": _fields_yaml(o),
+        "float_name": float_identifiers(o)[0],
+        "float_member": float_identifiers(o)[1],
         "shape_inputs": str([shape] * o.inputs),
         "shape_outputs": str([out_shape] * o.outputs),
         **_cpp_snippets(o),
