@@ -22,6 +22,7 @@ from clients.triton import (
     ConnectionSettings,
     admin_header,
 )
+from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR
 from trt_plugin_kit.triton import options as cli_options
 from trt_plugin_kit.triton.options import converter, fraction, non_negative_int, positive_int
 
@@ -216,18 +217,42 @@ def build_parser() -> argparse.ArgumentParser:
         commands,
         common,
         "eval",
-        summary="accuracy, confusion matrix, throughput and latency on the MNIST dev digits",
-        description="Evaluate a deployment on the MNIST dev digits (IDX files that are not part of the "
-        "repository: ../shared/data/mnist beside it, or --mnist-dir / $MNIST_DIR): through mnist_pipeline "
-        "(each digit PNG-encoded) or, with --raw, through mnist. Without the digits it stops with exit "
-        "code 7 and says where it looked. The last output line is `accuracy: <fraction>`.",
+        summary="accuracy, confusion matrix, throughput, latency on labelled digits (the MNIST dev digits)",
+        description="Evaluate a deployment on labelled digits: the MNIST dev digits (IDX files that are not "
+        "part of the repository: ../shared/data/mnist beside it, or --mnist-dir / $MNIST_DIR), the standard "
+        "MNIST files (t10k-images-idx3-ubyte[.gz] ...) in --mnist-dir, any IDX pair (--images/--labels), or "
+        "a folder of pictures with one sub-folder per label (--image-folder). Through mnist_pipeline (digits "
+        "PNG-encoded, pictures as they are) or, with --raw, through mnist. Without data it stops with exit "
+        "code 7 and says where it looked. The last output line is `accuracy: <fraction>`; the line before it "
+        "names the digits, and says 'held out from training' only of the shipped dev digits.",
         examples=(
             "python -m clients eval",
-            "python -m clients eval --mnist-dir ~/data/mnist --split all",
+            "python -m clients eval --split all",
+            "python -m clients eval --mnist-dir ~/data/mnist           # t10k-images-idx3-ubyte.gz ...",
+            "python -m clients eval --images imgs.idx3-ubyte --labels labels.idx1-ubyte",
+            "python -m clients eval --image-folder my_digits/          # my_digits/0/*.png ... my_digits/9/",
             "python -m clients eval --url http://127.0.0.1:8000 --raw --min-accuracy 0.97",
         ),
     )
-    cli_options.add_mnist_dir_argument(evaluate, "to evaluate on")
+    data = evaluate.add_argument_group("data (one source at a time)")
+    data.add_argument(
+        "--mnist-dir",
+        type=converter(cli_options.directory),
+        default=None,
+        metavar="DIR",
+        help="folder with labelled MNIST IDX files: the dev digits (mnist-dev-*-ubyte.gz), else the standard "
+        "names (t10k-images-idx3-ubyte[.gz] + t10k-labels-idx1-ubyte[.gz], else train-...) "
+        f"(default: ${MNIST_DIR_ENV}, else ../{MNIST_DIR.relative_to(SHARED_DIR.parent)})",
+    )
+    data.add_argument(
+        "--images", metavar="FILE", help="IDX images [N, 28, 28] (gzipped or not), with --labels"
+    )
+    data.add_argument("--labels", metavar="FILE", help="IDX labels [N] (0..9, gzipped or not), with --images")
+    data.add_argument(
+        "--image-folder",
+        metavar="DIR",
+        help="pictures (.png/.jpg/.jpeg) in one sub-folder per label: DIR/0/ ... DIR/9/",
+    )
     evaluate.add_argument("--raw", action="store_true", help="send preprocessed tensors to the mnist model")
     evaluate.add_argument(
         "--model", default=None, help="model name (default: mnist_pipeline, or mnist with --raw)"
@@ -235,12 +260,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--split",
         choices=SPLITS,
-        default="validation",
-        help="digits to use: the 1,000 validation digits held out from training (digit i validates when "
-        "i %% 8 == 7), the 7,000 it was trained on, or all 8,000",
+        default=None,
+        help="the shipped dev digits only: the 1,000 validation digits held out from training (digit i "
+        "validates when i %% 8 == 7; the default), the 7,000 it was trained on, or all 8,000. Other data is "
+        "used whole; train/validation are refused there",
     )
     evaluate.add_argument(
-        "--limit", type=_positive_int, default=None, metavar="N", help="use only the first N digits"
+        "--limit",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="use only the first N digits (of the split; a folder's pictures go by label, then file name)",
     )
     evaluate.add_argument(
         "--min-accuracy",

@@ -1,4 +1,5 @@
-"""Reading what the user gives the clients: image files, vectors (.npy / CSV / stdin), MNIST IDX files.
+"""Reading what the user gives the clients: image files, vectors (.npy / CSV / stdin), labelled digits (MNIST
+IDX files, folders of labelled pictures).
 
 Everything is read and checked before the first request, so a bad file stops the command with one message
 listing every bad input, and nothing reaches the server half-done.
@@ -10,7 +11,7 @@ import glob
 import io
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
@@ -275,3 +276,127 @@ def load_dev_digits(directory: str | Path | None = None) -> tuple[np.ndarray, np
     if len(images) == 0:
         raise BadInputError(f"{mnist.data_dir(directory)}: no images")
     return images, labels
+
+
+# ------------------------------------------------------------------------------------- labelled digits
+OWN_DATA_HINT = (
+    "Your own labelled digits work too: --images FILE --labels FILE (IDX, gzipped or not), --mnist-dir DIR "
+    "holding the standard MNIST files, or --image-folder DIR (one sub-folder per label, 0 to 9)."
+)
+
+
+@dataclass
+class LabelledDigits:
+    """What `eval` measures: labels, with MNIST digits (IDX files) or pictures (a labelled folder)."""
+
+    labels: np.ndarray  # int64 [N]
+    source: Path  # the images file, or the folder of pictures
+    labels_source: Path | None = None  # the labels file (IDX data)
+    digits: np.ndarray | None = None  # uint8 [N, 28, 28] (IDX data)
+    pictures: list[EncodedImage] | None = None  # a folder: the files, as mnist_pipeline gets them
+    tensors: np.ndarray | None = None  # a folder: float32 [N, 1, 28, 28], the server's own preprocessing
+    shipped: bool = False  # the shipped dev digits (known by content: mnist.is_shipped_dev_set)
+    dev_names: bool = False  # files named like the dev digits (their content may be anything)
+    mnist_dir: Path | None = None  # the folder the files were found in (--mnist-dir / $MNIST_DIR / default)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    @property
+    def is_folder(self) -> bool:
+        return self.pictures is not None
+
+    def subset(self, indices: np.ndarray) -> LabelledDigits:
+        return replace(
+            self,
+            labels=self.labels[indices],
+            digits=None if self.digits is None else self.digits[indices],
+            pictures=None if self.pictures is None else [self.pictures[i] for i in indices],
+            tensors=None if self.tensors is None else self.tensors[indices],
+        )
+
+    def raw_batch(self, start: int, stop: int) -> np.ndarray:
+        """float32 [B, 1, 28, 28] for the mnist model."""
+        if self.digits is not None:
+            return mnist.to_tensor(self.digits[start:stop])
+        return self.tensors[start:stop]
+
+    def encoded_batch(self, start: int, stop: int) -> np.ndarray:
+        """[B, 1] BYTES of encoded images for mnist_pipeline: lossless PNG digits, or the picture files."""
+        if self.digits is not None:
+            return bytes_tensor([encode_png(digit) for digit in self.digits[start:stop]])
+        return bytes_tensor([picture.data for picture in self.pictures[start:stop]])
+
+    def as_mnist_digits(self) -> np.ndarray:
+        """uint8 [N, 28, 28]: the digits, or the pictures as the model sees them (to compare with others)."""
+        if self.digits is not None:
+            return self.digits
+        return np.rint(self.tensors[:, 0] * mnist.PIXEL_DIVISOR).astype(np.uint8)
+
+
+def _read_idx_pair(images: Path, labels: Path) -> tuple[np.ndarray, np.ndarray]:
+    """mnist.load_labelled_idx with its errors as BadInputError (exit 7)."""
+    try:
+        digits, values = mnist.load_labelled_idx(images, labels)
+    except mnist.IdxFormatError as exc:
+        raise BadInputError(f"not an MNIST IDX file: {exc}") from exc
+    except IsADirectoryError as exc:
+        raise BadInputError(f"{exc.filename}: a folder, not an IDX file") from exc
+    except FileNotFoundError as exc:
+        raise BadInputError(f"{exc.filename}: no such file") from exc
+    except OSError as exc:
+        raise BadInputError(f"{exc.filename}: cannot read ({exc.strerror})") from exc
+    if len(digits) == 0:
+        raise BadInputError(f"{images}: no images")
+    return digits, values
+
+
+def _idx_digits(images: Path, labels: Path, **extra) -> LabelledDigits:
+    digits, values = _read_idx_pair(images, labels)
+    return LabelledDigits(
+        labels=values.astype(np.int64),
+        source=images,
+        labels_source=labels,
+        digits=digits,
+        shipped=mnist.is_shipped_dev_set(digits, values),
+        **extra,
+    )
+
+
+def load_idx_pair(images: str | Path, labels: str | Path) -> LabelledDigits:
+    """--images FILE --labels FILE: any MNIST-style IDX pair (gzipped or not, whatever the names)."""
+    images, labels = Path(images), Path(labels)
+    dev_names = images.name == mnist.DEV_IMAGES_FILE and labels.name == mnist.DEV_LABELS_FILE
+    return _idx_digits(images, labels, dev_names=dev_names)
+
+
+def load_mnist_dir(directory: str | Path | None = None) -> LabelledDigits:
+    """The labelled IDX pair of --mnist-dir / $MNIST_DIR / the default folder: the dev digits, else the
+    standard MNIST names (mnist.find_labelled_files); a clear BadInputError otherwise."""
+    try:
+        found = mnist.find_labelled_files(directory)
+    except mnist.MnistDataMissing as exc:
+        raise BadInputError(
+            f"{exc}\n`eval` needs them and stops here (nothing was sent). {OWN_DATA_HINT} Without any data "
+            "set, `python -m clients infer samples/digits/` checks a deployment on the 10 sample digits that "
+            "come with the repository."
+        ) from exc
+    return _idx_digits(
+        found.images, found.labels, dev_names=found.dev_names, mnist_dir=mnist.data_dir(directory)
+    )
+
+
+def load_labelled_folder(folder: str | Path) -> LabelledDigits:
+    """--image-folder DIR: every picture of its label sub-folders (mnist.labelled_image_files), read and
+    preprocessed here by the server's own code, so that a picture without a usable digit is named before
+    anything is sent."""
+    try:
+        files = mnist.labelled_image_files(folder)
+    except (FileNotFoundError, mnist.LabelledFolderError) as exc:
+        raise BadInputError(f"--image-folder {exc}") from exc
+    except OSError as exc:
+        raise BadInputError(f"--image-folder {exc.filename}: cannot read ({exc.strerror})") from exc
+    pictures = read_images([path for path, _ in files])
+    tensors = np.stack(preprocess_all_for_mnist(pictures))
+    labels = np.array([label for _, label in files], dtype=np.int64)
+    return LabelledDigits(labels=labels, source=Path(folder), pictures=pictures, tensors=tensors)

@@ -5,7 +5,16 @@ Data
     the MNIST test split) as ``mnist-dev-images-idx3-ubyte.gz`` / ``mnist-dev-labels-idx1-ubyte.gz``;
     ``$MNIST_DIR`` (or a tool's ``--mnist-dir``) points at another copy. :func:`load_dev_set` reads them (gzip
     or raw IDX), validating magic numbers, sizes and labels; without them it raises :class:`MnistDataMissing`,
-    whose message says where they were looked for and how to point elsewhere.
+    whose message says where they were looked for and how to point elsewhere. The shipped digits are known by
+    their content (:data:`DEV_SET_SHA256`, :func:`is_shipped_dev_set`), whatever their file names.
+
+Other labelled data (what ``python -m clients eval`` measures besides the dev digits)
+    :func:`find_labelled_files` finds a labelled set in a folder: the dev names, else the standard MNIST names
+    (``t10k-images-idx3-ubyte[.gz]`` + ``t10k-labels-idx1-ubyte[.gz]``, else ``train-...``);
+    :func:`load_labelled_idx` reads any images/labels pair of IDX files (gzipped or not: :func:`read_idx` goes
+    by the gzip magic bytes, not the name); :func:`labelled_image_files` / :func:`load_image_folder` read a
+    folder of pictures with one sub-folder per label (``0`` .. ``9``); :func:`dev_digit_overlap` tells how
+    many digits of another set are dev digits the model was trained on.
 
 Split (deterministic, independent of any random number generator)
     Digit ``i`` belongs to the validation split when ``i % 8 == 7``, to the training split otherwise:
@@ -28,6 +37,7 @@ Preprocessing (the model's input contract; serving, clients and load tests use t
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +49,16 @@ from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR
 DEFAULT_DATA_DIR = MNIST_DIR
 DEV_IMAGES_FILE = "mnist-dev-images-idx3-ubyte.gz"
 DEV_LABELS_FILE = "mnist-dev-labels-idx1-ubyte.gz"
+# SHA-256 of the shipped dev digits as decoded: the 8,000 x 28 x 28 pixel bytes, then the 8,000 label bytes.
+# Only data with this content is the set the model was trained and validated on (see dev_set_sha256).
+DEV_SET_SHA256 = "856ec361d8d4e486d42caa557deb5c3dfa0f7356428d15b6173079b5049ceb6a"
+# The standard MNIST file names (yann.lecun.com and its mirrors), test set first; each name is also found
+# uncompressed (without .gz) and in the dotted spelling some copies use (t10k-images.idx3-ubyte).
+STANDARD_SETS = ("t10k", "train")
+STANDARD_IMAGES = "{}-images-idx3-ubyte"
+STANDARD_LABELS = "{}-labels-idx1-ubyte"
+# A folder of labelled pictures: one sub-folder per label, holding these.
+LABELLED_IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
 # Model interface (names are part of the Triton model config; keep them exact).
 INPUT_NAME = "image"
@@ -67,6 +87,10 @@ _IDX_DTYPES = {
 
 class IdxFormatError(ValueError):
     """An IDX file is malformed (bad magic number, truncated, unexpected shape or values)."""
+
+
+class LabelledFolderError(ValueError):
+    """A folder of labelled pictures is not laid out as one sub-folder per label (0..9) holding images."""
 
 
 # ------------------------------------------------------------------------------------------------- IDX
@@ -114,7 +138,10 @@ def load_images(path: str | Path) -> np.ndarray:
     """MNIST images as uint8 ``[N, 28, 28]`` (IDX type 0x08, 3 dimensions)."""
     images = read_idx(path)
     if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (IMAGE_SIZE, IMAGE_SIZE):
-        raise IdxFormatError(f"{path}: expected uint8 images [N, 28, 28], got {images.dtype} {images.shape}")
+        hint = " (an IDX labels file? images are idx3, labels idx1)" if images.ndim == 1 else ""
+        raise IdxFormatError(
+            f"{path}: expected uint8 images [N, 28, 28], got {images.dtype} {images.shape}{hint}"
+        )
     return images
 
 
@@ -122,7 +149,8 @@ def load_labels(path: str | Path) -> np.ndarray:
     """MNIST labels as uint8 ``[N]`` with values 0..9 (IDX type 0x08, 1 dimension)."""
     labels = read_idx(path)
     if labels.dtype != np.uint8 or labels.ndim != 1:
-        raise IdxFormatError(f"{path}: expected uint8 labels [N], got {labels.dtype} {labels.shape}")
+        hint = " (an IDX images file? labels are idx1, images idx3)" if labels.ndim == 3 else ""
+        raise IdxFormatError(f"{path}: expected uint8 labels [N], got {labels.dtype} {labels.shape}{hint}")
     if labels.size and labels.max() >= NUM_CLASSES:
         raise IdxFormatError(f"{path}: labels must be 0..9, found {int(labels.max())}")
     return labels
@@ -145,7 +173,9 @@ def has_dev_set(directory: str | Path | None = None) -> bool:
     return (folder / DEV_IMAGES_FILE).is_file() and (folder / DEV_LABELS_FILE).is_file()
 
 
-def missing_data_message(directory: str | Path | None = None) -> str:
+def missing_data_message(directory: str | Path | None = None, standard_too: bool = False) -> str:
+    """What is missing where, and how to point elsewhere; ``standard_too``: the standard MNIST names were
+    looked for as well (:func:`find_labelled_files`)."""
     folder = data_dir(directory)
     if directory is not None and str(directory) != "":
         origin = "the folder given"
@@ -155,11 +185,13 @@ def missing_data_message(directory: str | Path | None = None) -> str:
         origin = "the default folder"
     missing = [name for name in (DEV_IMAGES_FILE, DEV_LABELS_FILE) if not (folder / name).is_file()]
     home = f"../{MNIST_DIR.relative_to(SHARED_DIR.parent)}"
+    standard = f", nor the standard MNIST files ({standard_names_text()})" if standard_too else ""
+    alternative = " or the standard MNIST files" if standard_too else ""
     return (
-        f"MNIST digits not found: {folder} ({origin}) has no {' and no '.join(missing)}. They are not "
-        f"part of the repository: this project keeps them in {home} beside the checkout. Point --mnist-dir "
-        f"DIR or ${MNIST_DIR_ENV} at a folder holding {DEV_IMAGES_FILE} and {DEV_LABELS_FILE} (the 8,000 "
-        "dev digits as IDX files)."
+        f"MNIST digits not found: {folder} ({origin}) has no {' and no '.join(missing)}{standard}. They are "
+        f"not part of the repository: this project keeps them in {home} beside the checkout. Point "
+        f"--mnist-dir DIR or ${MNIST_DIR_ENV} at a folder holding {DEV_IMAGES_FILE} and {DEV_LABELS_FILE} "
+        f"(the 8,000 dev digits as IDX files){alternative}."
     )
 
 
@@ -171,11 +203,185 @@ def load_dev_set(directory: str | Path | None = None) -> tuple[np.ndarray, np.nd
     folder = data_dir(directory)
     if not has_dev_set(folder):
         raise MnistDataMissing(missing_data_message(directory))
-    images_path, labels_path = folder / DEV_IMAGES_FILE, folder / DEV_LABELS_FILE
+    return load_labelled_idx(folder / DEV_IMAGES_FILE, folder / DEV_LABELS_FILE)
+
+
+def load_labelled_idx(images_path: str | Path, labels_path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Any MNIST-style pair of IDX files (gzipped or not): ``(images uint8 [N,28,28], labels uint8 [N])``.
+
+    Raises:
+        FileNotFoundError: a file does not exist.
+        IdxFormatError: either file is malformed (see :func:`load_images`, :func:`load_labels`), or the
+            numbers of images and labels differ.
+    """
     images, labels = load_images(images_path), load_labels(labels_path)
     if len(images) != len(labels):
-        raise IdxFormatError(f"{folder}: {len(images)} images but {len(labels)} labels")
+        raise IdxFormatError(
+            f"{len(images)} images but {len(labels)} labels ({images_path}, {labels_path}): every image "
+            "needs exactly one label"
+        )
     return images, labels
+
+
+def dev_set_sha256(images: np.ndarray, labels: np.ndarray) -> str:
+    """SHA-256 of decoded digits (uint8 pixels, then uint8 labels): the same for gzipped or plain files."""
+    digest = hashlib.sha256(np.ascontiguousarray(images, dtype=np.uint8).tobytes())
+    digest.update(np.ascontiguousarray(labels, dtype=np.uint8).tobytes())
+    return digest.hexdigest()
+
+
+def is_shipped_dev_set(images: np.ndarray, labels: np.ndarray) -> bool:
+    """True only for the 8,000 shipped dev digits, in their order: the data :func:`split_indices` was made
+    for (the model trained on digits ``i % 8 != 7`` of exactly these)."""
+    return len(images) == len(labels) and dev_set_sha256(images, labels) == DEV_SET_SHA256
+
+
+# ------------------------------------------------------------------------------------- other labelled data
+
+
+@dataclass(frozen=True)
+class LabelledFiles:
+    """An images/labels pair of IDX files found in a folder."""
+
+    images: Path
+    labels: Path
+    dev_names: bool  # named like the shipped dev digits (their content still decides: is_shipped_dev_set)
+
+
+def _standard_candidates(pattern: str, prefix: str) -> list[str]:
+    name = pattern.format(prefix)
+    dotted = name.replace("-idx", ".idx")  # t10k-images.idx3-ubyte
+    return [name + ".gz", name, dotted + ".gz", dotted]
+
+
+def standard_names_text() -> str:
+    """The standard names as the messages spell them."""
+    pairs = [
+        f"{STANDARD_IMAGES.format(prefix)}[.gz] + {STANDARD_LABELS.format(prefix)}[.gz]"
+        for prefix in STANDARD_SETS
+    ]
+    return ", or ".join(pairs)
+
+
+def find_labelled_files(directory: str | Path | None = None) -> LabelledFiles:
+    """The labelled IDX pair in :func:`data_dir`: the dev names, else the standard MNIST names (t10k before
+    train; gzipped or not). Half a pair is refused rather than passed over for the next candidate.
+
+    Raises MnistDataMissing (a FileNotFoundError) naming what was looked for, when no pair is there.
+    """
+    folder = data_dir(directory)
+    dev_images, dev_labels = folder / DEV_IMAGES_FILE, folder / DEV_LABELS_FILE
+    if dev_images.is_file() or dev_labels.is_file():
+        if not has_dev_set(folder):
+            raise MnistDataMissing(missing_data_message(directory))
+        return LabelledFiles(dev_images, dev_labels, dev_names=True)
+    for prefix in STANDARD_SETS:
+        images = [folder / n for n in _standard_candidates(STANDARD_IMAGES, prefix) if (folder / n).is_file()]
+        labels = [folder / n for n in _standard_candidates(STANDARD_LABELS, prefix) if (folder / n).is_file()]
+        if images and labels:
+            return LabelledFiles(images[0], labels[0], dev_names=False)
+        if images or labels:
+            there, missing = (images[0], STANDARD_LABELS) if images else (labels[0], STANDARD_IMAGES)
+            raise MnistDataMissing(
+                f"{folder}: {there.name} is there but not its partner {missing.format(prefix)}[.gz]; "
+                "the images and their labels go together"
+            )
+    raise MnistDataMissing(missing_data_message(directory, standard_too=True))
+
+
+def labelled_image_files(folder: str | Path) -> list[tuple[Path, int]]:
+    """``(path, label)`` of every picture in a folder laid out as one sub-folder per label: ``0/``..``9/``
+    holding .png/.jpg/.jpeg files (any case). Sorted by label, then file name. Hidden entries (``.name``)
+    are skipped; anything else out of place is refused, so that no picture is silently left out.
+
+    Raises:
+        FileNotFoundError: the folder does not exist.
+        LabelledFolderError: not a folder, other sub-folders or files, or no picture at all.
+    """
+    root = Path(folder)
+    if not root.exists():
+        raise FileNotFoundError(f"{root}: no such folder")
+    if not root.is_dir():
+        raise LabelledFolderError(f"{root}: not a folder (expected one sub-folder per label, 0 to 9)")
+    suffixes = "/".join(LABELLED_IMAGE_SUFFIXES)
+    layout = f"expected one sub-folder per label, named 0 to 9, holding {suffixes} files"
+    found: list[tuple[Path, int]] = []
+    problems: list[str] = []
+    loose: list[str] = []
+    for entry in sorted(root.iterdir()):
+        if entry.name.startswith("."):
+            continue
+        if not entry.is_dir():
+            if entry.suffix.lower() in LABELLED_IMAGE_SUFFIXES:
+                loose.append(entry.name)
+            continue  # a README or the like beside the label folders
+        if entry.name not in {str(label) for label in range(NUM_CLASSES)}:
+            problems.append(f"{entry}: not a label folder (0 to 9)")
+            continue
+        for item in sorted(entry.iterdir()):
+            if item.name.startswith("."):
+                continue
+            if item.is_file() and item.suffix.lower() in LABELLED_IMAGE_SUFFIXES:
+                found.append((item, int(entry.name)))
+            else:
+                problems.append(f"{item}: not a {suffixes} file")
+    if loose:
+        shown = ", ".join(loose[:3]) + (f" and {len(loose) - 3} more" if len(loose) > 3 else "")
+        problems.insert(0, f"{root}: pictures outside a label folder ({shown}): which digit are they?")
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems[:10])
+        more = f"\n  ... and {len(problems) - 10} more" if len(problems) > 10 else ""
+        raise LabelledFolderError(f"{root}: {layout}; found\n{listed}{more}")
+    if not found:
+        raise LabelledFolderError(f"{root}: no pictures ({layout})")
+    return found
+
+
+def load_image_folder(folder: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Every picture of a labelled folder (:func:`labelled_image_files`) through :func:`preprocess_image`:
+    ``(float32 [N, 1, 28, 28], labels uint8 [N])``.
+
+    Raises LabelledFolderError naming the pictures that cannot be read or hold no digit.
+    """
+    files = labelled_image_files(folder)
+    tensors, problems = [], []
+    for path, _ in files:
+        try:
+            tensors.append(preprocess_image(path))
+        except (OSError, ValueError, SyntaxError) as error:  # PIL: unreadable; preprocess_image: no digit
+            problems.append(f"{path}: {error}")
+    if problems:
+        listed = "\n".join(f"  - {p}" for p in problems[:10])
+        raise LabelledFolderError(f"{len(problems)} of {len(files)} pictures are not usable:\n{listed}")
+    labels = np.array([label for _, label in files], dtype=np.uint8)
+    return np.stack(tensors), labels
+
+
+@dataclass(frozen=True)
+class DevOverlap:
+    """How many digits of a set are, pixel for pixel, shipped dev digits of each split."""
+
+    train: int  # digits the model was trained on
+    validation: int  # held-out digits
+
+
+def dev_digit_overlap(digits: np.ndarray, directory: str | Path | None = None) -> DevOverlap | None:
+    """Counts the digits (uint8 ``[N, 28, 28]``) equal to a shipped dev digit, per split; None when the
+    shipped dev digits are not in :func:`data_dir` (so nothing can be said). MNIST's own t10k files hold the
+    8,000 dev digits: 7,000 of their 10,000 trained the model."""
+    try:
+        images, labels = load_dev_set(directory)
+    except (OSError, IdxFormatError):
+        return None
+    if not is_shipped_dev_set(images, labels):
+        return None
+    train, validation = split_indices(len(images))
+    train_set = {images[i].tobytes() for i in train}
+    validation_set = {images[i].tobytes() for i in validation}
+    keys = [np.ascontiguousarray(digit, dtype=np.uint8).tobytes() for digit in digits]
+    return DevOverlap(
+        train=sum(key in train_set for key in keys), validation=sum(key in validation_set for key in keys)
+    )
 
 
 # ----------------------------------------------------------------------------------------------- split
