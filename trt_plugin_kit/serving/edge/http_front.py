@@ -41,10 +41,13 @@ from trt_plugin_kit.serving.edge.tensors import (
     unknown_model,
 )
 from trt_plugin_kit.serving.edge.upstream import Upstream
+from trt_plugin_kit.serving.edge.upstream_http import UpstreamError
 from trt_plugin_kit.serving.edge.wire_binary import HEADER_LENGTH, encode_binary_request
 
 log = logging.getLogger("trt_plugin_kit.serving.edge")
 
+# The only headers of tritonserver's answers that reach the client.
+FORWARDED_BACK = ("Content-Type", HEADER_LENGTH)
 ASCII_COUNT = re.compile(r"[0-9]{1,10}")  # str.isdigit() would take "²" and int() then raise
 # What the Server header says: no software or version.
 SERVER_NAME = "triton-edge"
@@ -434,23 +437,18 @@ class HttpFront:
         self, method: str, path: str, body: bytes, headers: dict, model: str | None
     ) -> web.Response:
         try:
-            async with self.upstream.session.request(
-                method, "http://triton" + path, data=body or None, headers=headers
-            ) as upstream:
-                payload = await upstream.read()
-                forwarded = {
-                    key: upstream.headers[key]
-                    for key in ("Content-Type", HEADER_LENGTH)
-                    if key in upstream.headers
-                }
-                if model is not None:
-                    self.upstream.record(model, upstream.status < 500)
-                return web.Response(status=upstream.status, body=payload, headers=forwarded)
-        except (OSError, asyncio.TimeoutError, Exception) as error:  # noqa: BLE001 - any upstream failure
+            answer = await self.upstream.http.request(method, path, body, headers)
+        except (UpstreamError, OSError, asyncio.TimeoutError, ValueError) as error:
             if model is not None:
                 self.upstream.record(model, False)
             log.warning("upstream %s %s failed: %s", method, path, type(error).__name__)
             return web.json_response({"error": "the inference server is not reachable right now"}, status=503)
+        if model is not None:
+            self.upstream.record(model, answer.status < 500)
+        forwarded = {
+            key: answer.headers[key.lower()] for key in FORWARDED_BACK if key.lower() in answer.headers
+        }
+        return web.Response(status=answer.status, body=answer.body, headers=forwarded)
 
 
 def _canonical(raw_path: str) -> str:

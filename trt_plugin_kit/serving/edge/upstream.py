@@ -19,6 +19,7 @@ from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits
 from trt_plugin_kit.serving.edge.contract import socket_paths
 from trt_plugin_kit.serving.edge.tensors import ModelInterface, probe_request
+from trt_plugin_kit.serving.edge.upstream_http import UpstreamHTTP
 from trt_plugin_kit.serving.edge.wire_binary import HEADER_LENGTH, encode_binary_request
 
 log = logging.getLogger("trt_plugin_kit.serving.edge")
@@ -34,6 +35,9 @@ class Upstream:
         self.unhealthy: dict[str, str] = {}  # model -> why
         self.session: aiohttp.ClientSession | None = None
         self.metrics_session: aiohttp.ClientSession | None = None
+        # Every request of a client goes through this one (lean: it is paid per request); aiohttp's session
+        # above serves the few the edge makes itself (start, health probes).
+        self.http = UpstreamHTTP(self.paths["http"])
         self._failures: dict[str, int] = {}
         self._probing: set[str] = set()
         self.on_model_down = None  # callback(model, reason), set by the edge
@@ -61,6 +65,7 @@ class Upstream:
         )
 
     async def close(self) -> None:
+        self.http.close()
         for session in (self.session, self.metrics_session):
             if session is not None:
                 await session.close()
