@@ -657,8 +657,10 @@ def python_backend_stubs(triton_pid: int) -> dict[int, str]:
             arguments = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError, IndexError):
             continue
-        # triton_python_backend_stub <model path> <shm region> ... <instance name> ...
-        instance = next((a.decode() for a in arguments[1:] if a and b"_0" in a and b"/" not in a), "?")
+        # triton_python_backend_stub <model path> <shm region> <shm size> <growth> <parent pid> <library dir>
+        # <ipc handle> <instance name> <runtime>: the instance ("l2norm_0_0") is the 8th argument. (Looking
+        # for "_0" instead once picked the shm region's name, whose random hex part can hold it.)
+        instance = arguments[8].decode(errors="replace") if len(arguments) > 8 else "?"
         stubs[int(entry.name)] = instance
     return stubs
 
