@@ -587,6 +587,9 @@ def test_a_hostile_accept_encoding_is_not_forwarded(triton_server, baseline):
         ("-1", "must be a byte count"),
         (str(len(GOOD_BODY) + 1), f"but the body has {len(GOOD_BODY)} bytes"),
         ("1e3", "must be a byte count"),
+        # Unicode digits: str.isdigit() takes them, int() raised ("²") or read another number ("١").
+        (b"\xc2\xb2", "must be a byte count"),
+        ("١".encode(), "must be a byte count"),
     ],
 )
 def test_a_bad_inference_header_content_length_is_refused(triton_server, baseline, value, words):
@@ -599,19 +602,6 @@ def test_a_bad_inference_header_content_length_is_refused(triton_server, baselin
         {"Inference-Header-Content-Length": value},
     )
     assert_refused(answer, 400, "Inference-Header-Content-Length", words)
-    assert_unharmed(triton_server, baseline)
-
-
-@pytest.mark.parametrize("value", [b"\xc2\xb2", "١".encode()], ids=["superscript two", "arabic-indic one"])
-def test_a_non_ascii_digit_inference_header_content_length_is_refused(triton_server, baseline, value):
-    answer = http_request(
-        triton_server,
-        "POST",
-        "/v2/models/l2norm/infer",
-        GOOD_BODY,
-        {"Inference-Header-Content-Length": value},
-    )
-    assert_refused(answer, 400, "Inference-Header-Content-Length must be a byte count")
     assert_unharmed(triton_server, baseline)
 
 

@@ -348,19 +348,12 @@ def bare_server(tmp_path_factory):
     """A second real server with the edge off (tritonserver itself on the public ports): the models must
     hold without the edge too (defence in depth), and this shows what the edge now refuses before them."""
     root = tmp_path_factory.mktemp("bare")
-    server = TritonServer(
-        variant="cpu",
-        ports=Ports.free("127.0.0.1"),
-        log_file=root / "tritonserver.log",
-        exit_timeout_s=3,
+    bare = TritonServer(
+        variant="cpu", ports=Ports.free("127.0.0.1"), log_file=root / "tritonserver.log", exit_timeout_s=3,
         edge="off",
-    )
-    try:
-        server.start()
-        server.wait_until_ready(180)
+    )  # fmt: skip
+    with bare as server:  # started, ready, stopped at the end of the module
         yield server
-    finally:
-        server.stop()
 
 
 def send_batched(server, route: str, model, tensor, datatype, shape, item) -> tuple[str, str]:

@@ -404,7 +404,8 @@ class HttpFront:
         headers = {"Content-Type": "application/json"} if body else {}
         if chosen.admin:
             headers.update(self.upstream.admin_headers)
-        return await self._forward(request.method, _canonical(target), body, headers, model)
+        # Routed above: only name segments, so the raw path is already the canonical one.
+        return await self._forward(request.method, target, body, headers, model)
 
     async def _health(self, name: str, parts: dict) -> web.Response:
         if name == "live":
@@ -449,10 +450,6 @@ class HttpFront:
             key: answer.headers[key.lower()] for key in FORWARDED_BACK if key.lower() in answer.headers
         }
         return web.Response(status=answer.status, body=answer.body, headers=forwarded)
-
-
-def _canonical(raw_path: str) -> str:
-    return raw_path  # routed above: only name segments, so the raw path is already canonical
 
 
 def _canonical_model(parts: dict) -> str:

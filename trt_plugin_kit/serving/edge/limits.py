@@ -17,9 +17,7 @@ MAX_GRPC_MESSAGE_BYTES = MAX_REQUEST_BYTES + 64 * 1024
 MAX_DIMENSION = 2**24  # per variable dimension (l2norm's vectors: 4096; the model refuses more itself)
 MAX_INPUTS = 16
 MAX_OUTPUTS = 16
-MAX_NAME_LENGTH = 128
 MAX_ID_LENGTH = 256
-MAX_BYTES_ELEMENT = MAX_REQUEST_BYTES
 MAX_JSON_NUMBER_DIGITS = 32  # an integer literal longer than this is refused before int() sees it
 
 # Time: a client gets this long for its request line and headers, then for its body; a request upstream
