@@ -99,46 +99,31 @@ def _number(text: str, kind: type, what: str):
         raise ValueError(f"expected {what}, got {str(text)!r}") from None
 
 
-def port_number(text: str) -> int:
-    value = _number(text, int, "a port number")
-    if not 1 <= value <= 65535:
-        raise ValueError(f"a port number is 1 to 65535, got {value}")
-    return value
+def _checked(kind: type, what: str, holds, rule: str):
+    """A parser of `kind` for argparse and the environment: `rule` (with {value}) says what `holds` wants."""
+
+    def parse(text: str):
+        value = _number(text, kind, what)
+        if not holds(value):
+            raise ValueError(rule.format(value=value if kind is int else text))
+        return value
+
+    return parse
 
 
-def positive_int(text: str) -> int:
-    value = _number(text, int, "a whole number")
-    if value < 1:
-        raise ValueError(f"must be at least 1, got {value}")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    value = _number(text, int, "a whole number")
-    if value < 0:
-        raise ValueError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    value = _number(text, float, "a number of seconds")
-    if not value > 0:
-        raise ValueError(f"must be more than 0, got {text}")
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    value = _number(text, float, "a number")
-    if not value >= 0:
-        raise ValueError(f"must be 0 or more, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    value = _number(text, float, "a fraction between 0 and 1")
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"expected a fraction between 0 and 1, got {text}")
-    return value
+port_number = _checked(
+    int, "a port number", lambda v: 1 <= v <= 65535, "a port number is 1 to 65535, got {value}"
+)
+positive_int = _checked(int, "a whole number", lambda v: v >= 1, "must be at least 1, got {value}")
+non_negative_int = _checked(int, "a whole number", lambda v: v >= 0, "must be 0 or more, got {value}")
+positive_seconds = _checked(float, "a number of seconds", lambda v: v > 0, "must be more than 0, got {value}")
+non_negative_float = _checked(float, "a number", lambda v: v >= 0, "must be 0 or more, got {value}")
+fraction = _checked(
+    float,
+    "a fraction between 0 and 1",
+    lambda v: 0.0 <= v <= 1.0,
+    "expected a fraction between 0 and 1, got {value}",
+)
 
 
 def host_name(text: str) -> str:
