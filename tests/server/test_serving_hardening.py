@@ -166,11 +166,13 @@ def test_make_serve_restarts_a_server_that_one_request_killed(tmp_path):
     """Without the edge (--edge off, for measurements only) one request aborts Triton 2.51; the supervisor
     logs why, removes the dead server's /dev/shm regions, serves again in seconds."""
     ports = Ports.free()
-    before = shm_regions()
     served = Supervised(tmp_path, ports, "--edge", "off")
+    # Only this supervisor's regions (its pid is in their names): servers of other tests or other checkouts
+    # running at the same time create and remove their own.
+    ours = f"{SHM_PREFIX}{served.process.pid}_"
     try:
         assert served.wait_for("Stop with Ctrl-C.", 180), served.output()
-        first_regions = shm_regions() - before
+        first_regions = shm_regions(ours)
         assert first_regions, "the Python backend created no shared-memory region with our prefix"
         shape = "[9223372036854775807,1,28,28]"
         body = b'{"inputs":[{"name":"image","shape":%s,"datatype":"FP32","data":[0]}]}' % shape.encode()
@@ -184,10 +186,10 @@ def test_make_serve_restarts_a_server_that_one_request_killed(tmp_path):
         assert "restarting tritonserver in 1 s (restart 1)" in output
         assert back_after < 30, f"came back after {back_after:.1f} s"
         np.testing.assert_allclose(infer_l2norm(f"127.0.0.1:{ports.http}"), [[0.6, 0.8]])
-        assert not (first_regions & shm_regions()), "the dead server's /dev/shm regions were left behind"
+        assert not (first_regions & shm_regions(ours)), "the dead server's /dev/shm regions were left behind"
     finally:
         served.stop()
-    assert not (shm_regions() - before), "regions left after a clean stop"
+    assert not shm_regions(ours), "regions left after a clean stop"
 
 
 # ------------------------------------------------------------- item 4: admin key and shared memory
