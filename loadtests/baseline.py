@@ -1,6 +1,6 @@
 """`python -m loadtests.baseline`: measure what a server sustains, per request type, at a few user counts,
-and write it down (loadtests/BASELINE.md + loadtests/BASELINE.png) as the reference later changes are
-compared against.
+and write it down (records/baseline/baseline-YYYYMMDD.md + .png) as the reference later changes are compared
+against.
 
 Each request type (protocol x model) runs on its own at each user count, so every figure is that request
 type's own throughput and latency, not a share of a mix. The machine is described in the file (CPU, cores,
@@ -48,7 +48,7 @@ from trt_plugin_kit.triton.options import (
     converter,
 )
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "BASELINE.md"
+DEFAULT_OUTPUT = REPO_ROOT / "records" / "baseline" / f"baseline-{datetime.now(timezone.utc):%Y%m%d}.md"
 Results = list[tuple[int, report.RunSummary, float | None]]  # (users, summary, CPU busy % before the run)
 
 
@@ -274,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
     info = measurement_record(stamp, server, "python -m loadtests.baseline", argv)
     info.update(quiet_below=args.quiet_below, quiet_wait=args.quiet_wait)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     chart = args.output.with_suffix(".png")
     report.plot_sweep(
         [(users, summary) for users, summary, _ in results], chart, "baseline: each request type alone"

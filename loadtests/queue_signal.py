@@ -5,7 +5,7 @@ prometheus-adapter computes per pod as rate(nv_inference_queue_duration_us) /
 rate(nv_inference_request_success), summed over the pod's models. This runs the Locust mix (both
 protocols, every request type) against one server, started as `make serve` starts it (the CPU variant
 here; the TensorRT one on a GPU host), at each user count, reads Triton's counters before and after each
-run, and writes the same ratio over the run next to throughput and latency (loadtests/QUEUE_SIGNAL.md):
+run, and writes the same ratio over the run next to throughput and latency (records/queue-signal/):
 the figures to set the autoscaler's target from.
 
     python -m loadtests.queue_signal --users 1,2,4,8,16,32 --run-time 30s
@@ -37,7 +37,9 @@ from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, cho
 from trt_plugin_kit.triton import metrics
 from trt_plugin_kit.triton.options import ServerLocation, add_server_variant_argument
 
-DEFAULT_OUTPUT = Path(__file__).resolve().parent / "QUEUE_SIGNAL.md"
+DEFAULT_OUTPUT = (
+    REPO_ROOT / "records" / "queue-signal" / f"queue-signal-{datetime.now(timezone.utc):%Y%m%d}.md"
+)
 QUEUE_COUNTER, SUCCESS_COUNTER = metrics.QUEUE_DURATION_US, metrics.REQUEST_SUCCESS
 
 
@@ -154,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_ERROR
     server = f"{variant} variant, started as `make serve` starts it; Triton {version}"
     info = measurement_record(stamp, server, "python -m loadtests.queue_signal", argv)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(signal_markdown(points, info))
     print(f"written to {args.output}; Locust reports in {reports_dir}")
     return EXIT_PASSED

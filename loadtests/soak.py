@@ -1,5 +1,5 @@
 """`python -m loadtests.soak`: a sustained mixed load against Triton, with the server's memory and counters
-sampled (the serving soak; results in docs/reliability/).
+sampled (the serving soak; records in records/soak/).
 
 Starts the server the way `make serve` does (--start-server: the TensorRT variant on a GPU host, PyTriton's
 CPU tritonserver elsewhere), or uses one already running at --host / --http-port / --grpc-port /
@@ -22,7 +22,7 @@ the memory drift (mean of the last third of the samples after the warm-up minus 
 is at most --max-drift-mib. Exit 1: a check failed; 2: the soak could not run.
 
 Examples:
-  python -m loadtests.soak --start-server --duration 10m --out docs/reliability     # own server, 10 minutes
+  python -m loadtests.soak --start-server --duration 10m --out records/soak        # own server, 10 minutes
   python -m loadtests.soak --start-server --duration 60s --workers 4 --bad-share 0.2 # the CI size
   python -m loadtests.soak --grpc-port 9001 --http-port 9000 --metrics-port 9002 \\
       --server-pid "$(pgrep -f bin/tritonserver)"                                     # a running server

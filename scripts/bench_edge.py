@@ -5,7 +5,7 @@ Starts two CPU servers on this machine, one behind the edge (as `make serve` run
 `--edge off` (tritonserver itself on the public ports; for this measurement only), then, for each request
 kind and protocol, sends requests from N concurrent clients for a fixed time to each, alternating rounds so
 that machine load hits both alike. At saturation (enough clients to keep every core busy) the ratio of
-throughputs is the edge's cost. Writes docs/reliability/edge-overhead.{json,md}.
+throughputs is the edge's cost. Writes records/edge/edge-overhead.{json,md}.
 
     .venv/bin/python scripts/bench_edge.py --seconds 10 --rounds 3 --concurrency 16
 """
@@ -30,7 +30,7 @@ from tritonclient.grpc import service_pb2 as pb
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.serving.server import Ports, TritonServer
 
-OUT_DIR = REPO_ROOT / "docs" / "reliability"
+OUT_DIR = REPO_ROOT / "records" / "edge"
 
 
 def http_kinds() -> dict[str, tuple[str, bytes, dict]]:

@@ -7,7 +7,7 @@
 # Usage: scripts/gpu_bench.sh [TENSORRT_HEADERS] [benchmark options (python3 -m trt_plugin_kit.benchmarks --help)...]
 #   TENSORRT_HEADERS: a TensorRT version dir holding include/NvInferRuntime.h (or the include dir itself);
 #                     default ../shared/vendor/tensorrt/11.1
-#   Results go to $OUT when set (the device machine), else plugins/benchmarks/results; the two logs
+#   Results go to $OUT when set (the device machine), else records/benchmarks; the two logs
 #   (bench-build.log, bench-run.log) to $OUT, else build/bench. Five files in all.
 #   e.g. scripts/gpu_bench.sh .device/tensorrt/11.1            (the full run, < 6 minutes on an H100)
 #        scripts/gpu_bench.sh .device/tensorrt/11.1 --quick    (smoke test)
@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 HEADERS=${1:-../shared/vendor/tensorrt/11.1}
 shift $(($# > 0 ? 1 : 0))
-RESULTS=${OUT:-plugins/benchmarks/results}
+RESULTS=${OUT:-records/benchmarks}
 LOGS=${OUT:-build/bench}
 BUILD=build/bench
 mkdir -p "$RESULTS" "$LOGS" "$BUILD"

@@ -5,6 +5,7 @@
 #   3. cross-checks the dumped small cases with the NumPy references (trt_plugin_kit.specs.reference),
 #   4. reruns the small cases under compute-sanitizer memcheck (with leak check) and racecheck.
 # Usage: scripts/gpu_check.sh [HEADERS_DIR]   (default ../shared/vendor/tensorrt; logs in $OUT or build/gpu-check)
+# The committed summaries of its runs are in records/harness/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 HEADERS=${1:-../shared/vendor/tensorrt}

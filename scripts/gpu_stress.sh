@@ -12,6 +12,7 @@
 # Usage: scripts/gpu_stress.sh [TENSORRT_DIR]   (a folder with include/; default ../shared/vendor/tensorrt/11.1)
 # Logs (4 files) in ${OUT:-$BUILD_DIR/gpu-stress}: stress.log (device, build, summary), fuzz.log, runs.log
 # (lifecycle + concurrency), sanitizers.log. Exit status 0 when everything passed. About 5 minutes on an H100.
+# The committed logs of its runs are in records/stress/ (described in docs/reliability.md).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 TRT_DIR=${1:-../shared/vendor/tensorrt/11.1}

@@ -3,7 +3,7 @@
 // so that it can hoist per-vector work (PReLU's channel lookup); PerElement adapts a plain `float(float
 // value, Index element)` op.
 //
-// Two launch shapes (see plugins/benchmarks/results/NOTES-small-sizes.md), measured on an H100:
+// Two launch shapes (see records/benchmarks/NOTES-small-sizes.md), measured on an H100:
 // * large tensors (>= 65536 vectors, 1 MiB): 256-thread blocks, 4 vectors in flight per thread, the tail
 //   (count not a multiple of the vector width) done by block 0 after its vectors;
 // * small tensors (serving sizes): 128-thread blocks, one vector per thread, so that a tensor of a few

@@ -1,7 +1,7 @@
 // The FullyConnected plugin's own kernels for y[N, M] = x[N, K] . W[M, K]^T + b, offered as tactics beside
 // cuBLASLt's. At serving sizes (N of 1 to 1024, K = 800 or 500, M = 500 or 10) cuBLAS's tiles leave most SMs
 // idle or run a long K loop on a few of them; these kernels split the work finer (see
-// plugins/benchmarks/results/NOTES-small-sizes.md).
+// records/benchmarks/NOTES-small-sizes.md).
 #pragma once
 
 #include <NvInferRuntime.h>

@@ -4,7 +4,7 @@ tritonserver of the `triton_server` fixture, over HTTP and gRPC, all models, a s
 Every good request must succeed, every bad one must be refused with an error naming the problem, and the
 JSON / Markdown / chart results must be written. Failures are counted per model as users count them, and
 reconciled with Triton's statistics, which count an ensemble's failures twice. The
-10-minute run is committed in docs/reliability/.
+10-minute run is committed in records/soak/.
 """
 
 from __future__ import annotations

@@ -28,16 +28,16 @@ import pytest
 from trt_plugin_kit.interface import REPO_ROOT as ROOT
 from trt_plugin_kit.models import mnist
 
-BENCHMARK = "plugins/benchmarks/results/benchmark.json"
-RUN1 = "plugins/benchmarks/results/history/run1-2026-11-21-h100.json"
-RUN3 = "plugins/benchmarks/results/history/run3-2026-11-21-h100.json"
-SERVING_ROUND = "plugins/benchmarks/results/history/serving-round-2026-11-23-h100.json"
+BENCHMARK = "records/benchmarks/benchmark.json"
+RUN1 = "records/benchmarks/history/run1-2026-11-21-h100.json"
+RUN3 = "records/benchmarks/history/run3-2026-11-21-h100.json"
+SERVING_ROUND = "records/benchmarks/history/serving-round-2026-11-23-h100.json"
 FC16_LARGE = "fc/fp16/4096x800->500"
 FC1_16_B1024 = "mnist/b1024/fc1/fp16/1024x50x4x4->500"
 MODEL_RECORD = "models/lenet5_mnist.json"
-SOAK = "docs/reliability/soak-20261121.json"
-GPU_LIFECYCLE_LOG = "docs/reliability/gpu/lifecycle-concurrency-h200.log"
-GPU_STRESS_SUMMARY = "docs/reliability/gpu/stress-summary-h200.log"
+SOAK = "records/soak/soak-20261121.json"
+GPU_LIFECYCLE_LOG = "records/stress/lifecycle-concurrency-h200.log"
+GPU_STRESS_SUMMARY = "records/stress/stress-summary-h200.log"
 DTYPES = ("fp32", "fp16")
 B1_FC = "mnist/b1/fc"
 PRELU_SERVING_CASES = [
@@ -256,70 +256,68 @@ CLAIMS = [
             f"{max(plugin_us(RUN3, c['id']) for c in record(RUN3)['cases'] if c['id'].startswith(B1_FC)):.2f}"
         ),
     ),
-    # docs/reliability/README.md <- the soak record and the GPU logs
+    # docs/reliability.md <- the soak record and the GPU logs
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"\| ([\d,]+) answered and checked",
         lambda: f"{soak('totals')['good_ok']:,}",
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"\| ([\d,]+), \*\*all refused\*\*",
         lambda: f"{soak('totals')['bad_refused']:,}",
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"\| ([\d.]+) requests/s on average",
         lambda: f"{soak('totals')['requests_per_s']:.1f}",
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"\| (\d+) s of sustained load",
         lambda: f"{float(soak('duration_s')):.0f}",
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"drift \+([\d.]+) MiB",
         lambda: f"{soak('memory')['total_rss']['drift_mib']:.2f}",
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"range ([\d.]+-[\d.]+) MiB",
         lambda: "{min_mib:.1f}-{max_mib:.1f}".format(**soak("memory")["total_rss"]),
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"l2norm ([\d.]+ / [\d.]+) ms",
         lambda: "{p50_ms:.1f} / {p99_ms:.1f}".format(**soak("latency")["l2norm"]),
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"mnist ([\d.]+ / [\d.]+) ms",
         lambda: "{p50_ms:.1f} / {p99_ms:.1f}".format(**soak("latency")["mnist"]),
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"mnist_pipeline ([\d.]+ / [\d.]+) ms",
         lambda: "{p50_ms:.1f} / {p99_ms:.1f}".format(**soak("latency")["mnist_pipeline"]),
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"\+([\d,]+) = 2 × [\d,]+",
         lambda: f"{soak('metrics_delta')['nv_inference_request_failure']['mnist_pipeline']:,.0f}",
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"host RSS ([\d.]+) MiB for L2Normalize",
         lambda: f"{lifecycle_rss_growth()['L2Normalize']:.2f}",
     ),
     Claim(
-        "docs/reliability/README.md",
+        "docs/reliability.md",
         r"at most ([\d.]+) MiB for the others",
         lambda: f"{max(v for k, v in lifecycle_rss_growth().items() if k != 'L2Normalize'):.2f}",
     ),
-    Claim(
-        "docs/reliability/README.md", r"TensorRT 11\.1 headers, (\d+) s in all", lambda: str(stress_seconds())
-    ),
+    Claim("docs/reliability.md", r"TensorRT 11\.1 headers, (\d+) s in all", lambda: str(stress_seconds())),
 ]
 
 
@@ -380,10 +378,10 @@ def expand(name: str) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "doc", ["docs/reliability/README.md", "plugins/benchmarks/README.md", "plugins/harness/STRESS.md"]
+    "doc", ["docs/reliability.md", "plugins/benchmarks/README.md", "plugins/harness/STRESS.md"]
 )
 def test_record_files_named_in_docs_exist(doc: str):
-    """A record or log a doc names exists under the doc's folder (or, for bare names, anywhere in it)."""
+    """A record or log a doc names exists under the doc's folder or records/ (a bare name: anywhere there)."""
     folder = (ROOT / doc).parent
     missing = []
     for name in RECORD_NAME.findall((ROOT / doc).read_text()):
@@ -393,7 +391,7 @@ def test_record_files_named_in_docs_exist(doc: str):
             if "/" in one:
                 candidates = [folder / one, ROOT / one]
             else:
-                candidates = list(folder.rglob(one))
+                candidates = [*folder.rglob(one), *(ROOT / "records").rglob(one)]
             if not any(c.exists() for c in candidates):
                 missing.append(one)
     assert not missing, f"{doc} names files that are not committed: {missing}"

@@ -4,7 +4,7 @@ One process, on the GPU machine, after `cmake --build` has made libtrt_plugin_ki
 from the repository root (a plain ``python3``: no install, no virtualenv, the standard library is enough
 for everything but the PyTorch peers and the chart):
 
-    python3 -m trt_plugin_kit.benchmarks --build-dir build/bench --out plugins/benchmarks/results
+    python3 -m trt_plugin_kit.benchmarks --build-dir build/bench --out records/benchmarks
 
 1. Roofline: a 1 GiB device-to-device copy (torch ``copy_``, and ``cudaMemcpyAsync`` from the benchmark
    library), bytes read + written per second; cuBLAS GEMM (``torch.matmul``) on every FC shape.

@@ -36,17 +36,17 @@ from trt_plugin_kit.benchmarks.library import (
 from trt_plugin_kit.benchmarks.peers import TorchRunner, import_torch, time_peer
 from trt_plugin_kit.benchmarks.report import METHOD, fmt, metric_text, write_reports
 from trt_plugin_kit.benchmarks.targets import attach_comparisons, derive, evaluate_targets
-from trt_plugin_kit.interface import PLUGINS_DIR, REPO_ROOT
+from trt_plugin_kit.interface import REPO_ROOT
 
 PROG = "python3 -m trt_plugin_kit.benchmarks"
-DEFAULT_OUT = PLUGINS_DIR / "benchmarks" / "results"
+DEFAULT_OUT = REPO_ROOT / "records" / "benchmarks"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Benchmark every trt_plugin_kit plugin's enqueue against the copy bandwidth and PyTorch.",
-        epilog=f"example: {PROG} --build-dir build/bench --out plugins/benchmarks/results",
+        epilog=f"example: {PROG} --build-dir build/bench --out records/benchmarks",
     )
     p.add_argument(
         "--build-dir",

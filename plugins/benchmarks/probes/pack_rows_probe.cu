@@ -4,7 +4,7 @@
 // its paths. Built with the plugin library (target pack_rows_probe); run on a GPU machine:
 //   build/bench/pack_rows_probe        (prints one line per variant and size: median us of graphs of 20
 //   copies)
-// Its H100 figures are in plugins/benchmarks/results/NOTES-small-sizes.md (fix 6).
+// Its H100 figures are in records/benchmarks/NOTES-small-sizes.md (fix 6).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 """PyTorch's own F.linear at padded FP16 shapes, to run under `compute-sanitizer --tool racecheck`: does
 cuBLAS report shared-memory hazards without our plugin in the process? (FullyConnected's padded-output tactics
-see hazards inside cuBLAS's nvjet_sm90 kernels; plugins/harness/results/gpu-recheck-padded-fc-h100.txt.)
+see hazards inside cuBLAS's nvjet_sm90 kernels; records/harness/gpu-recheck-padded-fc-h100.txt.)
 
     compute-sanitizer --tool racecheck python3 plugins/benchmarks/probes/torch_linear_racecheck.py
 """
