@@ -31,7 +31,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TEST_CUDA_ARCHITECTURES ?= $(if $(HAS_GPU),,90-real)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins harness-check pytest numeric-threads test compose-test lint format docs serve loadtest clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest numeric-threads test compose-test lint format docs serve loadtest clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -101,6 +101,16 @@ trt-headers:
 	  fi; \
 	done
 
+# The edge's compiled gRPC front (trt_plugin_kit/serving/edge/native/); without libgrpc++-dev the edge serves
+# gRPC from Python, and this says so.
+edge-native:
+	@if ! pkg-config --exists grpc++ 2>/dev/null; then \
+	  echo "edge-native skipped: no libgrpc++-dev (apt-get install libgrpc++-dev protobuf-compiler-grpc); the edge serves gRPC from Python"; \
+	else mkdir -p $(BUILD_DIR) \
+	  && { cmake -S trt_plugin_kit/serving/edge/native -B $(BUILD_DIR)/edge-native -DCMAKE_BUILD_TYPE=Release \
+	       > $(BUILD_DIR)/cmake-edge-native.log 2>&1 || { cat $(BUILD_DIR)/cmake-edge-native.log; exit 1; }; } \
+	  && cmake --build $(BUILD_DIR)/edge-native -j $(JOBS); fi
+
 # Plays TensorRT's part against every library built above (GPU checks run only where a GPU is).
 harness-check: plugins
 	@set -e; for v in $(TRT_VERSIONS); do \
@@ -108,7 +118,7 @@ harness-check: plugins
 	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
 	done
 
-pytest: test-venv test-tools
+pytest: test-venv test-tools edge-native
 	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q
 
 # The tests marked numeric (floats through BLAS, ONNX Runtime, Pillow, training) once more with one BLAS thread
@@ -160,7 +170,7 @@ new-plugin: venv
 docs: venv
 	$(PY) -m trt_plugin_kit.specs docs
 
-serve: venv
+serve: venv edge-native
 	$(PY) -m trt_plugin_kit.serving $(SERVE_ARGS)
 
 # Regenerate the parts of deploy/kubernetes/ derived from serving.py, interface.py and docker-compose.yml.

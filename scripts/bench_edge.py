@@ -5,7 +5,10 @@ Starts two CPU servers on this machine, one behind the edge (as `make serve` run
 `--edge off` (tritonserver itself on the public ports; for this measurement only), then, for each request
 kind and protocol, sends requests from N concurrent clients for a fixed time to each, alternating rounds so
 that machine load hits both alike. At saturation (enough clients to keep every core busy) the ratio of
-throughputs is the edge's cost. Writes records/edge/edge-overhead.{json,md}.
+throughputs is the edge's cost. With --python-grpc-front a third server runs the edge with its Python gRPC
+front ($TRT_PLUGIN_KIT_EDGE_GRPC=off) for the gRPC requests, in the same alternating rounds: the compiled
+front's gain measured under the same load. Writes records/edge/edge-overhead.{json,md}; the ratios of the
+record it replaces are kept in the new one as "previous".
 
     .venv/bin/python scripts/bench_edge.py --seconds 10 --rounds 3 --concurrency 16
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -28,9 +32,12 @@ import numpy as np
 from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
+from trt_plugin_kit.serving.edge.contract import NATIVE_GRPC_ENV
+from trt_plugin_kit.serving.edge.native_front import native_binary
 from trt_plugin_kit.serving.server import Ports, TritonServer
 
 OUT_DIR = REPO_ROOT / "records" / "edge"
+PYTHON_FRONT = "edge on, Python gRPC front"
 
 
 def http_kinds() -> dict[str, tuple[str, bytes, dict]]:
@@ -134,19 +141,37 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="per round and target")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--python-grpc-front",
+        action="store_true",
+        help="also the edge with its Python gRPC front (gRPC rows)",
+    )
     args = parser.parse_args()
+    record_path = OUT_DIR / "edge-overhead.json"
+    previous = json.loads(record_path.read_text()) if record_path.is_file() else None
+    grpc_front = "compiled (edge/native)" if native_binary() is not None else "Python (grpcio)"
     results = {}
-    with (
-        TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3) as on,
-        TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3, edge="off") as off,
-    ):
-        servers = {"edge on": on, "edge off": off}
+    load_before = os.getloadavg()
+    with contextlib.ExitStack() as stack:
+        servers = {
+            "edge on": stack.enter_context(TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3)),
+            "edge off": stack.enter_context(
+                TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3, edge="off")
+            ),
+        }
+        if args.python_grpc_front:
+            os.environ[NATIVE_GRPC_ENV] = "off"  # read by the edge process this server starts
+            servers[PYTHON_FRONT] = stack.enter_context(
+                TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3)
+            )
+            del os.environ[NATIVE_GRPC_ENV]
         plan = [("http", kind, spec) for kind, spec in http_kinds().items()]
         plan += [("grpc", kind, payload) for kind, payload in grpc_kinds().items()]
         for protocol, kind, spec in plan:
-            collected = {name: ([], 0) for name in servers}
+            targets = {n: s for n, s in servers.items() if protocol == "grpc" or n != PYTHON_FRONT}
+            collected = {name: ([], 0) for name in targets}
             for round_index in range(args.rounds):
-                for name, server in servers.items():
+                for name, server in targets.items():
                     print(f"{protocol} {kind}: round {round_index + 1}/{args.rounds}, {name} ...", flush=True)
                     if protocol == "http":
                         path, body, headers = spec
@@ -159,10 +184,14 @@ def main() -> int:
                     previous = collected[name]
                     collected[name] = (previous[0] + latencies, previous[1] + failures)
             seconds = args.seconds * args.rounds
-            row = {name: summarize(*collected[name], seconds) for name in servers}
+            row = {name: summarize(*collected[name], seconds) for name in targets}
             row["throughput_ratio"] = round(
                 row["edge on"]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
             )
+            if PYTHON_FRONT in row:
+                row["python_front_throughput_ratio"] = round(
+                    row[PYTHON_FRONT]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
+                )
             results[f"{protocol}: {kind}"] = row
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT, check=False
@@ -176,10 +205,20 @@ def main() -> int:
         "date": time.strftime("%Y-%m-%d"),
         "concurrency": args.concurrency,
         "seconds_per_target": args.seconds * args.rounds,
+        "grpc_front": grpc_front,
+        # Other work on the machine shares the cores: the rounds alternate the targets so that it falls on
+        # each alike; the load average says how busy the machine was.
+        "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "results": results,
     }
+    if previous is not None:
+        record["previous"] = {
+            "commit": previous.get("commit"),
+            "date": previous.get("date"),
+            "throughput_ratio": {k: v["throughput_ratio"] for k, v in previous.get("results", {}).items()},
+        }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    (OUT_DIR / "edge-overhead.json").write_text(json.dumps(record, indent=2) + "\n")
+    record_path.write_text(json.dumps(record, indent=2) + "\n")
     lines = [
         "# What the edge costs (CPU variant)",
         "",
@@ -188,17 +227,33 @@ def main() -> int:
         f"{record['seconds_per_target']:.0f} s per target in {args.rounds} alternating rounds. "
         "Edge on = `make serve` (the edge on the public ports, tritonserver on private sockets); "
         "edge off = the same server with `--edge off`. Load generator, edge and tritonserver share the "
-        "cores, so the ratio is the edge's whole cost at saturation.",
+        "cores, so the ratio is the edge's whole cost at saturation. "
+        f"The edge's gRPC front: {grpc_front}. The machine was shared with other work (load average "
+        f"{record['load_average_before_after'][0]} before, {record['load_average_before_after'][1]} after): "
+        "the rounds alternate the targets so that it falls on each alike.",
         "",
         "| request | target | req/s | p50 ms | p99 ms | failures |",
         "| --- | --- | ---: | ---: | ---: | ---: |",
     ]
     for kind, by_target in results.items():
-        for name in ("edge on", "edge off"):
+        for name in ("edge on", "edge off", PYTHON_FRONT):
+            if name not in by_target:
+                continue
             row = by_target[name]
             cells = [kind, name, row["requests_per_s"], row["p50_ms"], row["p99_ms"], row["failures"]]
             lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
         lines.append(f"| {kind} | **on / off throughput** | **{by_target['throughput_ratio']}** | | | |")
+        if "python_front_throughput_ratio" in by_target:
+            ratio = by_target["python_front_throughput_ratio"]
+            lines.append(f"| {kind} | {PYTHON_FRONT} / off throughput | {ratio} | | | |")
+    if previous is not None:
+        before = record["previous"]
+        lines += [
+            "",
+            f"The record this one replaced (commit {before['commit']}, {before['date']}), on / off: "
+            + ", ".join(f"{kind} {ratio}" for kind, ratio in before["throughput_ratio"].items())
+            + ".",
+        ]
     (OUT_DIR / "edge-overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -16,8 +16,10 @@ import asyncio
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 from aiohttp import web
@@ -27,6 +29,7 @@ from trt_plugin_kit.serving.edge import limits
 from trt_plugin_kit.serving.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
 from trt_plugin_kit.serving.edge.grpc_front import GrpcFront
 from trt_plugin_kit.serving.edge.http_front import HttpFront, metrics_handler
+from trt_plugin_kit.serving.edge.native_front import NativeGrpcFront, configuration, native_binary
 from trt_plugin_kit.serving.edge.upstream import Upstream
 
 log = logging.getLogger("trt_plugin_kit.serving.edge")
@@ -73,17 +76,40 @@ async def serve(args: argparse.Namespace) -> int:
     grpc_server = grpc_front.server()
     grpc_host, grpc_port = _endpoint(args.grpc)
     address = f"[{grpc_host}]:{grpc_port}" if ":" in grpc_host else args.grpc
-    credentials = grpc_tls_credentials(args)
-    try:
-        if credentials is None:
-            bound = grpc_server.add_insecure_port(address)
-        else:
-            bound = grpc_server.add_secure_port(address, credentials)
-    except RuntimeError:
-        bound = 0
-    if bound != grpc_port:
-        raise OSError(f"cannot listen on {args.grpc} (gRPC): the port is taken or the address is not local")
-    await grpc_server.start()
+    native, private_dir = None, None
+    binary = native_binary()
+    if binary is not None:
+        # The compiled front holds the public port; this one answers what it relays, on a private socket.
+        private_dir = tempfile.mkdtemp(prefix="trt-edge-")
+        relay = f"unix:{private_dir}/grpc-front"
+        if not grpc_server.add_insecure_port(relay):
+            raise OSError(f"cannot listen on {relay} (the native gRPC front's relay)")
+        await grpc_server.start()
+        relayed = sorted(set(grpc_front.handlers()) - {"ModelInfer"})
+        config = configuration(address, upstream.paths["grpc"], relay, relayed, grpc_tls_files(args))
+        native = NativeGrpcFront(binary, config, lambda model: upstream.record(model, False))
+        try:
+            await native.start()
+        except OSError as error:
+            raise OSError(f"cannot listen on {args.grpc} (gRPC): {error}") from None
+    else:
+        log.warning(
+            "the native gRPC front is not built (make edge-native, with libgrpc++-dev): gRPC is served by "
+            "the Python front, at several times the CPU per call"
+        )
+        credentials = grpc_tls_credentials(args)
+        try:
+            if credentials is None:
+                bound = grpc_server.add_insecure_port(address)
+            else:
+                bound = grpc_server.add_secure_port(address, credentials)
+        except RuntimeError:
+            bound = 0
+        if bound != grpc_port:
+            raise OSError(
+                f"cannot listen on {args.grpc} (gRPC): the port is taken or the address is not local"
+            )
+        await grpc_server.start()
 
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -91,6 +117,8 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         try:
             await asyncio.wait_for(upstream.load_models(args.ready_timeout), args.ready_timeout + 5)
+            if native is not None:
+                native.set_models(upstream.models)
             state["why_not_ready"] = None
             if args.models_file is not None:
                 args.models_file.write_text(json.dumps(sorted(upstream.models)) + "\n")
@@ -100,6 +128,10 @@ async def serve(args: argparse.Namespace) -> int:
             stop.set()
         await stop.wait()
     finally:
+        if native is not None:
+            await native.stop()
+        if private_dir is not None:
+            shutil.rmtree(private_dir, ignore_errors=True)
         await grpc_server.stop(grace=1)
         await http_runner.cleanup()
         await metrics_runner.cleanup()
@@ -113,6 +145,18 @@ def say_why(args: argparse.Namespace, why: str) -> None:
     print(f"edge: {why}", file=sys.stderr, flush=True)
     if args.status_file is not None:
         args.status_file.write_text(why + "\n")
+
+
+def grpc_tls_files(args: argparse.Namespace) -> dict | None:
+    """Triton's own --grpc-* TLS flags as the native front takes them (it reads the files itself)."""
+    if not (args.grpc_use_ssl or args.grpc_use_ssl_mutual):
+        return None
+    return {
+        "cert": args.grpc_server_cert.resolve(),
+        "key": args.grpc_server_key.resolve(),
+        "root": args.grpc_root_cert.resolve() if args.grpc_root_cert else None,
+        "mutual": args.grpc_use_ssl_mutual,
+    }
 
 
 def grpc_tls_credentials(args: argparse.Namespace):

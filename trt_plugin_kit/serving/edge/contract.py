@@ -8,6 +8,8 @@ from pathlib import Path
 
 # The random per-start key tritonserver is given; only the edge receives it (by environment).
 INTERNAL_KEY_ENV = "TRT_PLUGIN_KIT_INTERNAL_KEY"
+# The compiled gRPC front's path, or "off" (the Python front serves gRPC); unset: build/edge-native's.
+NATIVE_GRPC_ENV = "TRT_PLUGIN_KIT_EDGE_GRPC"
 # Exit codes of the edge besides 0 (stopped) and 1 (could not listen).
 EXIT_MODEL_DOWN = 3
 EXIT_NEVER_READY = 4

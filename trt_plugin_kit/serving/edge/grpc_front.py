@@ -36,6 +36,10 @@ from trt_plugin_kit.serving.edge.upstream import Upstream
 
 log = logging.getLogger("trt_plugin_kit.serving.edge")
 SERVICE = "inference.GRPCInferenceService"
+# What a client is told when tritonserver cannot be reached (its own words name a private socket).
+UNREACHABLE = "the inference server is not reachable right now"
+# grpcio's words for a call beyond maximum_concurrent_rpcs (the native front says the same).
+CONCURRENT_REFUSAL = "Concurrent RPC limit exceeded!"
 
 # InferTensorContents field -> (datatypes it may carry, numpy type of the raw encoding)
 _CONTENTS = {
@@ -80,8 +84,8 @@ def _parameter_value(parameter: pb.InferParameter):
 
 
 def _parameters(mapping, where: str) -> dict:
-    if len(mapping) > 8:
-        raise Refused(f"{where}: at most 8 parameters")
+    if len(mapping) > limits.MAX_PARAMETERS:
+        raise Refused(f"{where}: at most {limits.MAX_PARAMETERS} parameters")
     return {key: _parameter_value(value) for key, value in mapping.items()}
 
 
@@ -131,8 +135,11 @@ def _contents_to_raw(contents: pb.InferTensorContents, datatype: str, where: str
     if others:
         raise Refused(f"{where}: {others[0]} does not carry {datatype}")
     values = getattr(contents, field)
-    with np.errstate(over="ignore"):
-        return np.asarray(values, dtype=numpy_type).tobytes()
+    if np.issubdtype(numpy_type, np.integer) and values:  # int_contents carries INT8 too: refuse, never wrap
+        bounds = np.iinfo(numpy_type)
+        if min(values) < bounds.min or max(values) > bounds.max:
+            raise Refused(f"{where}: a value of {field} is out of range for {datatype}")
+    return np.asarray(values, dtype=numpy_type).tobytes()
 
 
 def encode_model_infer(request: InferRequest) -> bytes:
@@ -174,11 +181,16 @@ class GrpcFront:
                 ("grpc.max_receive_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", -1),
                 ("grpc.max_concurrent_streams", limits.MAX_GRPC_STREAMS_PER_CONNECTION),
-                ("grpc.max_metadata_size", 16 * 1024),
+                ("grpc.max_metadata_size", limits.MAX_GRPC_METADATA_BYTES),
                 ("grpc.so_reuseport", 0),
             ],
             maximum_concurrent_rpcs=limits.MAX_GRPC_CONCURRENT_RPCS,
         )
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self.handlers()),))
+        return server
+
+    def handlers(self) -> dict:
+        """Every method a client may call, by name (the native front takes this list as its allowlist)."""
         handlers = {"ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer)}
         for name, (message_type, _) in _PUBLIC.items():
             handlers[name] = grpc.unary_unary_rpc_method_handler(self._public(name, message_type))
@@ -189,8 +201,7 @@ class GrpcFront:
         handlers["ModelStreamInfer"] = grpc.unary_unary_rpc_method_handler(
             self._not_served("ModelStreamInfer")
         )
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-        return server
+        return handlers
 
     async def open(self) -> None:
         self.channel = grpc.aio.insecure_channel(
@@ -220,7 +231,7 @@ class GrpcFront:
             code = error.code()
             details = error.details() or ""
             if code == grpc.StatusCode.UNAVAILABLE and "restricted" not in details.lower():
-                details = "the inference server is not reachable right now"
+                details = UNREACHABLE
             await context.abort(code, details)
         if model is not None:
             self.upstream.record(model, True)

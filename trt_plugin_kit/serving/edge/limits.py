@@ -18,6 +18,8 @@ MAX_DIMENSION = 2**24  # per variable dimension (l2norm's vectors: 4096; the mod
 MAX_INPUTS = 16
 MAX_OUTPUTS = 16
 MAX_ID_LENGTH = 256
+MAX_PARAMETERS = 8  # per request, input or output
+MAX_SHAPE_DIMS = 8
 MAX_JSON_NUMBER_DIGITS = 32  # an integer literal longer than this is refused before int() sees it
 
 # Time: a client gets this long for its request line and headers, then for its body; a request upstream
@@ -34,6 +36,7 @@ DECOMPRESS_TIMEOUT_S = 2.0
 MAX_HTTP_CONNECTIONS = 1024
 MAX_GRPC_CONCURRENT_RPCS = 512
 MAX_GRPC_STREAMS_PER_CONNECTION = 64
+MAX_GRPC_METADATA_BYTES = 16 * 1024
 
 # Model health: every model is probed this often through the private socket; a model that fails this many
 # probes in a row (a dead Python stub, a model that stopped answering) makes the edge report not ready and

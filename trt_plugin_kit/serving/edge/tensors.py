@@ -151,8 +151,8 @@ def check_parameters(parameters: dict, allowed: dict[str, type], where: str) -> 
 
 def check_shape(shape: list, where: str) -> list[int]:
     """Non-negative integers, few of them, each bounded: checked before any arithmetic on them."""
-    if not isinstance(shape, list) or len(shape) > 8:
-        raise Refused(f"{where}: 'shape' must be a list of at most 8 dimensions")
+    if not isinstance(shape, list) or len(shape) > limits.MAX_SHAPE_DIMS:
+        raise Refused(f"{where}: 'shape' must be a list of at most {limits.MAX_SHAPE_DIMS} dimensions")
     for dim in shape:
         if type(dim) is not int or not 0 <= dim <= limits.MAX_DIMENSION:
             raise Refused(
