@@ -230,6 +230,25 @@ def test_grpc_requests_are_parsed_checked_and_re_encoded():
     np.testing.assert_array_equal(np.frombuffer(again.raw_input_contents[0], np.float32), [3, 4])
 
 
+def test_perf_analyzers_empty_final_response_parameter_is_accepted_and_not_forwarded():
+    """NVIDIA's perf_analyzer sets triton_enable_empty_final_response on every gRPC request (make perf)."""
+    message = pb.ModelInferRequest(model_name="l2norm")
+    message.parameters["triton_enable_empty_final_response"].bool_param = True
+    tensor = message.inputs.add(name="vector", datatype="FP32", shape=[1, 2])
+    tensor.contents.fp32_contents.extend([3.0, 4.0])
+    again = pb.ModelInferRequest.FromString(
+        encode_model_infer(check_request(parse_model_infer(message), MODELS))
+    )
+    assert "triton_enable_empty_final_response" not in again.parameters
+    message.parameters["triton_enable_empty_final_response"].string_param = "yes"
+    with pytest.raises(Refused, match="must be a bool"):
+        check_request(parse_model_infer(message), MODELS)
+    message.parameters["triton_other"].bool_param = True
+    del message.parameters["triton_enable_empty_final_response"]
+    with pytest.raises(Refused, match="'triton_other' is not accepted"):
+        check_request(parse_model_infer(message), MODELS)
+
+
 def test_grpc_shape_without_data_is_refused():
     """The 38-byte request that killed the l2norm stub on Triton 2.51."""
     message = pb.ModelInferRequest(model_name="l2norm")

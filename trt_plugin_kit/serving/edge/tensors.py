@@ -131,7 +131,11 @@ class InferRequest:
 # Parameters a request may carry, and their types; anything else is refused by name.
 SHM_PARAMETERS = {"shared_memory_region": str, "shared_memory_byte_size": int, "shared_memory_offset": int}
 OUTPUT_PARAMETERS = {"binary_data": bool, "classification": int} | SHM_PARAMETERS
-REQUEST_PARAMETERS = {"binary_data_output": bool}
+# triton_enable_empty_final_response: NVIDIA's perf_analyzer sets it on every gRPC request. It only shapes a
+# decoupled model's stream; the edge forwards single requests to models that are not decoupled, so it is
+# accepted (checked as a bool) and dropped, never forwarded.
+DROPPED_REQUEST_PARAMETERS = {"triton_enable_empty_final_response": bool}
+REQUEST_PARAMETERS = {"binary_data_output": bool} | DROPPED_REQUEST_PARAMETERS
 
 
 def check_parameters(parameters: dict, allowed: dict[str, type], where: str) -> dict:
@@ -170,7 +174,11 @@ def check_request(request: InferRequest, models: dict[str, ModelInterface]) -> I
         raise not_found(f"model {request.model!r} has no version {request.version!r}")
     if len(request.id) > limits.MAX_ID_LENGTH:
         raise Refused(f"request id longer than {limits.MAX_ID_LENGTH} characters")
-    request.parameters = check_parameters(request.parameters, REQUEST_PARAMETERS, "request")
+    request.parameters = {
+        key: value
+        for key, value in check_parameters(request.parameters, REQUEST_PARAMETERS, "request").items()
+        if key not in DROPPED_REQUEST_PARAMETERS
+    }
     names = [tensor.name for tensor in request.inputs]
     if sorted(names) != sorted(model.inputs):
         raise Refused(
