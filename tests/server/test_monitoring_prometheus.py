@@ -6,7 +6,8 @@ edge's /metrics by the host's Prometheus (Debian package `prometheus`) with rule
 send requests of every model, some of them failing. Then every dashboard query, every recording rule and
 every alert's query (its expression without the threshold) must return data, Prometheus must have evaluated
 every rule without error, and the metric names the docs, the autoscaler and the dashboard use must be ones
-this tritonserver exports.
+this tritonserver exports. Last, the server is stopped and started again on its ports: TritonDown's and
+TritonServerRestarted's expressions must see it.
 """
 
 from __future__ import annotations
@@ -54,17 +55,20 @@ GPU_METRICS = {
     "nv_gpu_power_limit",
     "nv_energy_consumption",
 }
-# Files whose nv_* names must be metrics this tritonserver exports (or a GPU metric above).
-DOCUMENTED = [
-    REPO_ROOT / "docs" / "scaling.md",
-    REPO_ROOT / "docs" / "serving.md",
-    REPO_ROOT / "README.md",
-    REPO_ROOT / "deploy" / "kubernetes" / "README.md",
-    REPO_ROOT / "deploy" / "kubernetes" / "prometheus-adapter" / "values.yaml",
-    MONITORING / "README.md",
-    RULES,
-    DASHBOARD,
-]
+# Files whose nv_* names must be metrics this tritonserver exports (or a GPU metric above): the docs, the
+# deployments, the dashboard and rules, and the code that reads metrics (load tests, soak, failover).
+DOCUMENTED_GLOBS = (
+    "README.md",
+    "docs/**/*.md",
+    "deploy/**/*.md",
+    "deploy/**/*.yaml",
+    "deploy/**/*.yml",
+    "deploy/**/*.json",
+    "loadtests/**/*.md",
+    "loadtests/**/*.py",
+    "trt_plugin_kit/**/*.py",
+    "scripts/*.py",
+)
 COMPARISON = re.compile(r"^(?P<query>.+?)\s*(==|!=|>=|<=|>|<)\s*(?P<threshold>[-+0-9.e]+)\s*$", re.DOTALL)
 
 pytestmark = pytest.mark.skipif(
@@ -174,46 +178,74 @@ def send_load(server: TritonServer, stop: threading.Event, errors: list[str]) ->
     grpc.close()
 
 
+def start_server(ports: Ports, log_file: Path) -> TritonServer:
+    server = TritonServer(
+        variant="cpu",
+        ports=ports,
+        host="127.0.0.1",
+        log_file=log_file,
+        exit_timeout_s=3,
+        admin_key=secrets.token_hex(32),
+        extra_args=[SUMMARIES_FLAG],
+    )
+    try:
+        server.start()
+        server.wait_until_ready(180)
+    except Exception:
+        server.stop()
+        raise
+    return server
+
+
+class Scraped:
+    """A server under load, the Prometheus scraping it, and the load's switch."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        for attempt in range(3):  # a port picked as free can be taken before Triton binds it
+            try:
+                self.server = start_server(Ports.free("127.0.0.1"), workdir / f"tritonserver-{attempt}.log")
+                break
+            except Exception as error:
+                if attempt == 2 or "address already in use" not in str(error).lower():
+                    raise
+        self.prometheus = Prometheus(workdir, urllib.parse.urlsplit(self.server.metrics_url).netloc)
+        self.stop_event, self.errors = threading.Event(), []
+        self.clients = [
+            threading.Thread(target=send_load, args=(self.server, self.stop_event, self.errors))
+            for _ in range(2)
+        ]
+        for client in self.clients:
+            client.start()
+
+    def __iter__(self):
+        return iter((self.server, self.prometheus))
+
+    def stop_load(self) -> None:
+        self.stop_event.set()
+        for client in self.clients:
+            client.join(30)
+        assert not self.errors, self.errors[:5]
+
+    def close(self) -> None:
+        self.stop_event.set()
+        for client in self.clients:
+            client.join(30)
+        self.prometheus.stop()
+        self.server.stop()
+
+
 @pytest.fixture(scope="module")
 def scraped(tmp_path_factory):
-    """(server, prometheus) after LOAD_S seconds of load, with the load still running."""
-    workdir = tmp_path_factory.mktemp("monitoring")
-    server = None
-    for _attempt in range(3):  # a port picked as free can be taken before Triton binds it
-        server = TritonServer(
-            variant="cpu",
-            ports=Ports.free("127.0.0.1"),
-            host="127.0.0.1",
-            log_file=workdir / "tritonserver.log",
-            exit_timeout_s=3,
-            admin_key=secrets.token_hex(32),
-            extra_args=[SUMMARIES_FLAG],
-        )
-        try:
-            server.start()
-            server.wait_until_ready(180)
-            break
-        except Exception as error:
-            server.stop()
-            if "address already in use" not in str(error).lower():
-                raise
-    metrics = urllib.parse.urlsplit(server.metrics_url)
-    prometheus = Prometheus(workdir, metrics.netloc)
-    stop, errors = threading.Event(), []
-    clients = [threading.Thread(target=send_load, args=(server, stop, errors)) for _ in range(2)]
+    """Scraped, after LOAD_S seconds of load, with the load still running (server, prometheus = scraped)."""
+    state = Scraped(tmp_path_factory.mktemp("monitoring"))
     try:
-        for client in clients:
-            client.start()
         time.sleep(LOAD_S)
-        assert not errors, errors[:5]
-        yield server, prometheus
+        assert not state.errors, state.errors[:5]
+        yield state
+        state.stop_load()
     finally:
-        stop.set()
-        for client in clients:
-            client.join(30)
-        prometheus.stop()
-        server.stop()
-    assert not errors, errors[:5]
+        state.close()
 
 
 def test_prometheus_scrapes_the_edge_s_metrics(scraped):
@@ -314,7 +346,9 @@ def test_documented_metric_names_are_exported(scraped):
     # Summaries export _count and _sum series beside the quantiles.
     names = families | {f"{name}{suffix}" for name in families for suffix in ("_count", "_sum")}
     unknown = {}
-    for path in DOCUMENTED:
+    documented = sorted({path for pattern in DOCUMENTED_GLOBS for path in REPO_ROOT.glob(pattern)})
+    assert len(documented) > 50 and MONITORING / "rules.yml" in documented
+    for path in documented:
         # Whole names only ("nv_inference_compute_*_duration_us" stands for three), not the middle of a
         # recording rule's level:metric:operation name.
         used = set(re.findall(r"(?<![\w:])nv_[a-z_]*[a-z](?![\w*:])", path.read_text()))
@@ -322,3 +356,33 @@ def test_documented_metric_names_are_exported(scraped):
         if missing:
             unknown[str(path.relative_to(REPO_ROOT))] = sorted(missing)
     assert not unknown, f"metric names this tritonserver does not export: {unknown}"
+
+
+def test_a_restarted_server_is_seen_down_and_restarted(scraped):
+    # Last in this file: stops the load and replaces the server by a new one on the same ports, as the
+    # supervisor of `make serve` (or a kubelet) would after a crash.
+    server, prometheus = scraped
+    scraped.stop_load()
+    down = 'up{job="triton"} == 0'  # TritonDown's expression, threshold included
+    server.stop()
+    deadline = time.monotonic() + 20
+    while not prometheus.query(down):
+        assert time.monotonic() < deadline, "Prometheus never saw the stopped server down"
+        time.sleep(0.5)
+    scraped.server = start_server(server.ports, scraped.workdir / "tritonserver-restarted.log")
+    import tritonclient.http as httpclient  # noqa: PLC0415
+
+    client = httpclient.InferenceServerClient(scraped.server.http_url)
+    digits = np.zeros((1, 1, 28, 28), np.float32)
+    image = httpclient.InferInput(MNIST_INPUT, list(digits.shape), "FP32")
+    image.set_data_from_numpy(digits)
+    client.infer(MNIST, [image])  # the new server's counters: warmup + 1, below the old ones
+    client.close()
+    restarted = "instance:nv_inference_exec_count:resets15m > 0"  # TritonServerRestarted's expression
+    deadline = time.monotonic() + 20
+    while not prometheus.query(restarted):
+        assert time.monotonic() < deadline, "Prometheus never saw the counters go back"
+        time.sleep(0.5)
+    assert not prometheus.query(down)
+    ready = {r["metric"]["model"]: r["value"][1] for r in prometheus.query("model:nv_inference_ready")}
+    assert ready == dict.fromkeys(MODEL_NAMES, "1")

@@ -47,8 +47,11 @@ KINDS = {
     "HorizontalPodAutoscaler",
     "NetworkPolicy",
     "ServiceMonitor",
+    "ConfigMap",
+    "PrometheusRule",
 }
-CUSTOM_KINDS = {"ServiceMonitor", "ServingRuntime"}  # not in Kubernetes' schemas: checked below by hand
+# Not in Kubernetes' schemas: checked below by hand.
+CUSTOM_KINDS = {"ServiceMonitor", "PrometheusRule", "ServingRuntime"}
 PUBLIC_PORTS = {"http": DEFAULT_HTTP_PORT, "grpc": DEFAULT_GRPC_PORT, "metrics": DEFAULT_METRICS_PORT}
 
 
@@ -189,7 +192,7 @@ def test_every_object_is_valid_for_a_current_kubernetes_strictly(rendered, servi
             except kubernetes_validate.ValidationError as error:
                 pytest.fail(f"overlays/{overlay} {doc['kind']}: {error.message}")
             checked += 1
-    assert checked == 2 * (len(KINDS) - 1)
+    assert checked == 2 * len(KINDS - CUSTOM_KINDS)
     # The custom resources' pod parts are Kubernetes types: validate them as a Pod would be.
     runtime_spec = serving_runtime["spec"]
     pod = {
@@ -228,6 +231,22 @@ def test_custom_resources_use_their_apis_fields(rendered, serving_runtime):
         "labels",
     }
     assert serving_runtime["spec"]["containers"][0]["name"] == "kserve-container"  # KServe merges into it
+
+
+def test_monitoring_parts_are_deploy_monitoring_s_files(rendered):
+    # The dashboard for Grafana's sidecar and the rules for the Prometheus Operator, as deploy/monitoring/
+    # holds them; PrometheusRule (monitoring.coreos.com/v1) fields as its CRD has them.
+    for documents in rendered.values():
+        dashboard = find(documents, "ConfigMap")
+        assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+        assert dashboard["data"] == {k8s.DASHBOARD_FILE.name: k8s.DASHBOARD_FILE.read_text()}
+        rule = find(documents, "PrometheusRule")
+        assert rule["apiVersion"] == "monitoring.coreos.com/v1" and set(rule["spec"]) == {"groups"}
+        assert rule["spec"] == yaml.safe_load(k8s.RULES_FILE.read_text())
+        for group in rule["spec"]["groups"]:
+            assert set(group) == {"name", "rules"}
+            for item in group["rules"]:
+                assert set(item) <= {"record", "alert", "expr", "for", "labels", "annotations"}
 
 
 def accepted_checkov_findings(deployment: dict) -> dict[str, str]:

@@ -12,7 +12,8 @@ written by this module from the one source of each fact, and a test fails when a
 - the size of /dev/shm: trt_plugin_kit.serving.shm_budget;
 - ports: trt_plugin_kit.interface;
 - the NGC release of the images and its TensorRT version, and where the engine builder writes the plugin
-  library and the model repository: docker-compose.yml (x-ngc-release, x-artifacts), shared with compose.
+  library and the model repository: docker-compose.yml (x-ngc-release, x-artifacts), shared with compose;
+- the monitoring parts (Grafana dashboard ConfigMap, PrometheusRule): deploy/monitoring/.
 
 Run ``python -m trt_plugin_kit.deploy.kubernetes`` after changing any of those; ``--check`` only compares.
 """
@@ -38,6 +39,13 @@ COMPOSE_FILE = REPO_ROOT / "docker-compose.yml"
 KUBERNETES_DIR = REPO_ROOT / "deploy" / "kubernetes"
 GPU_PATCH = KUBERNETES_DIR / "overlays" / "gpu" / "triton-gpu.generated.yaml"
 SERVING_RUNTIME = KUBERNETES_DIR / "kserve" / "servingruntime.generated.yaml"
+MONITORING_MANIFEST = KUBERNETES_DIR / "base" / "monitoring.generated.yaml"
+# The one copy of the dashboard and the rules (deploy/monitoring/README.md).
+MONITORING_DIR = REPO_ROOT / "deploy" / "monitoring"
+DASHBOARD_FILE = MONITORING_DIR / "triton-dashboard.json"
+RULES_FILE = MONITORING_DIR / "rules.yml"
+# Grafana's dashboard sidecar (kube-prometheus-stack's default) loads ConfigMaps carrying this label.
+GRAFANA_DASHBOARD_LABEL = {"grafana_dashboard": "1"}
 
 # Images the manifests name; users point them at their registry with `kustomize edit set image` (README).
 # Built from docker/triton.Dockerfile and docker/builder.Dockerfile, tagged with the NGC release they carry.
@@ -290,6 +298,41 @@ def render(document: dict, sources: str) -> str:
     return HEADER.format(sources=sources) + body
 
 
+def monitoring_documents() -> list[dict]:
+    """The dashboard as a ConfigMap for Grafana's sidecar, the rules as the Prometheus Operator's resource."""
+    dashboard = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "triton-dashboard", "labels": dict(GRAFANA_DASHBOARD_LABEL)},
+        "data": {DASHBOARD_FILE.name: DASHBOARD_FILE.read_text()},
+    }
+    rules = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {"name": "triton"},
+        "spec": {"groups": yaml.safe_load(RULES_FILE.read_text())["groups"]},
+    }
+    return [dashboard, rules]
+
+
+class _BlockTextDumper(_NoAliasDumper):
+    """Multi-line strings (the dashboard's JSON, the rules' expressions) as YAML block literals."""
+
+
+_BlockTextDumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
+
+
+def render_all(documents: list[dict], sources: str) -> str:
+    options = {"sort_keys": False, "width": 110, "allow_unicode": True, "explicit_start": True}
+    body = yaml.dump_all(documents, Dumper=_BlockTextDumper, **options)
+    return HEADER.format(sources=sources) + body
+
+
 def generated_files(pin: NgcPin | None = None) -> dict[Path, str]:
     pin = pin or read_ngc_pin()
     extra = compose_tritonserver_args()
@@ -297,6 +340,7 @@ def generated_files(pin: NgcPin | None = None) -> dict[Path, str]:
     return {
         GPU_PATCH: render(gpu_deployment_patch(pin, extra), sources),
         SERVING_RUNTIME: render(serving_runtime(pin, extra), sources),
+        MONITORING_MANIFEST: render_all(monitoring_documents(), "deploy/monitoring/ (dashboard and rules)"),
     }
 
 
