@@ -118,8 +118,11 @@ harness-check: plugins
 	  $(BUILD_DIR)/trt-$$v/plugin_harness --library $(BUILD_DIR)/trt-$$v/libtrt_plugin_kit.so; \
 	done
 
+# Tests wait on servers, sockets and timeouts more than they compute: PYTEST_WORKERS processes (pytest-xdist)
+# keep 2 cores busy. --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
+PYTEST_WORKERS ?= 3
 pytest: test-venv test-tools edge-native
-	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q
+	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
 
 # The tests marked numeric (floats through BLAS, ONNX Runtime, Pillow, training) once more with one BLAS thread
 # instead of one per core: the BLAS then orders its sums otherwise, and a test that held only for one order

@@ -540,17 +540,17 @@ def test_server_still_serves_after_the_error_cases(triton_server):
 
 
 class LateForwarder:
-    """Refuses connections on `port` (nothing listens) until `delay_s` have passed, then relays each
-    connection to the real server: a server that comes up while the client is already trying."""
+    """Refuses connections on `port` (nothing listens) until open() is called, then relays each connection
+    to the real server: a server that comes up while the client is already trying."""
 
-    def __init__(self, target: str, delay_s: float):
+    def __init__(self, target: str):
         host, port = target.rsplit(":", 1)
         self.target = (host, int(port))
-        self.delay_s = delay_s
         probe = socket.socket()
         probe.bind(("127.0.0.1", 0))
         self.port = probe.getsockname()[1]
         probe.close()
+        self.opened = threading.Event()
         self.stop = threading.Event()
         self.sockets: list[socket.socket] = []
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -561,12 +561,17 @@ class LateForwarder:
 
     def __exit__(self, *exc_info) -> None:
         self.stop.set()
+        self.opened.set()
         self.thread.join(timeout=10)
         for sock in self.sockets:
             sock.close()
 
+    def open(self) -> None:
+        self.opened.set()
+
     def _serve(self) -> None:
-        if self.stop.wait(self.delay_s):
+        self.opened.wait()
+        if self.stop.is_set():
             return
         listener = socket.socket()
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -597,19 +602,27 @@ class LateForwarder:
 @pytest.mark.parametrize("protocol", PROTOCOLS)
 def test_retries_reach_a_server_that_comes_up_late(triton_server, protocol):
     target = triton_server.grpc_url if protocol == "grpc" else triton_server.http_url
-    # 4 s: well after the client's first attempt even on a slow start; 7 retries wait up to 15.75 s in all.
-    with LateForwarder(target, delay_s=4.0) as forwarder:
+    # The server "comes up" once the client has said it failed and will retry: no clock to lose against on a
+    # loaded machine. 7 retries wait up to 15.75 s in all.
+    with LateForwarder(target) as forwarder:
         url = f"127.0.0.1:{forwarder.port}"
-        env = user_environment()
         command = [sys.executable, "-m", "clients", "health", "--protocol", protocol, "--url", url]
-        result = subprocess.run(
+        client = subprocess.Popen(
             [*command, "--retries", "7", "--model", "mnist"],
             cwd=REPO_ROOT,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=60,
-            env=env,
+            env=user_environment(),
         )
-    assert result.returncode == 0, result.stderr
-    assert f"warning: cannot reach Triton at {url}" in result.stderr and "retry 1 of 7" in result.stderr
-    assert result.stdout.splitlines()[-1] == "health: OK"
+        stderr = []
+        for line in client.stderr:
+            stderr.append(line)
+            if "retry 1 of 7" in line:
+                forwarder.open()
+        stdout = client.stdout.read()
+        client.wait(timeout=60)
+    stderr = "".join(stderr)
+    assert client.returncode == 0, stderr
+    assert f"warning: cannot reach Triton at {url}" in stderr and "retry 1 of 7" in stderr
+    assert stdout.splitlines()[-1] == "health: OK"
