@@ -1,6 +1,6 @@
-"""The soak's measurements and results (loadtests/soak.py): the server's memory and Prometheus counters,
-latency percentiles, memory drift, throughput windows, request counts by model (the soak's own and
-Triton's, side by side), and the JSON record's Markdown page and chart.
+"""The soak's results from what was measured, with no server in reach: the figures of its record
+(totals, requests per protocol and per model, latency percentiles, memory drift, throughput windows, counter
+deltas, the verdict), its Markdown page and its chart.
 
 How Triton counts (tritonserver 2.51, tested in tests/server/test_soak.py), and why the soak counts
 for itself:
@@ -15,13 +15,15 @@ for itself:
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from trt_plugin_kit.interface import MODEL_NAMES
-from trt_plugin_kit.triton.options import ServerLocation
-from trt_plugin_kit.triton.protocol import client_module
+from loadtests.record import Record, write_record
+from loadtests.soak.requests import MODELS, BadRequest
+from loadtests.soak.workers import METRICS, Tally
+from loadtests.workloads import PROTOCOLS
 
 TRITON_COUNTING = (
     "Triton's statistics (and its Prometheus counters) count differently from users: a request refused "
@@ -33,75 +35,11 @@ TRITON_COUNTING = (
 )
 
 
-# ------------------------------------------------------------------------------------ server measurements
-
-
-def process_tree_rss(pid: int) -> tuple[float, float, int] | None:
-    """(RSS of pid, RSS of pid and all its descendants, number of processes) in bytes, or None if gone."""
-    try:
-        import psutil  # noqa: PLC0415 - optional
-
-        try:
-            root = psutil.Process(pid)
-            processes = [root, *root.children(recursive=True)]
-            rss = []
-            for process in processes:
-                try:
-                    rss.append(process.memory_info().rss)
-                except psutil.NoSuchProcess:
-                    rss.append(0)
-            return float(rss[0]), float(sum(rss)), len(processes)
-        except psutil.NoSuchProcess:
-            return None
-    except ImportError:
-        pass
-
-    def rss_of(p: int) -> float:
-        with open(f"/proc/{p}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return float(line.split()[1]) * 1024.0
-        return 0.0
-
-    def children(p: int) -> list[int]:
-        found = []
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            text = (task / "children").read_text().split() if (task / "children").exists() else []
-            found += [int(c) for c in text]
-        return found
-
-    try:
-        tree, queue = [], [pid]
-        while queue:
-            current = queue.pop()
-            tree.append(current)
-            queue += children(current)
-        sizes = [rss_of(p) for p in tree]
-        return sizes[0], sum(sizes), len(tree)
-    except OSError:
-        return None
-
-
 # ------------------------------------------------------------------------------------------ request counts
 
 
 def weights_text(weights: dict[str, int]) -> str:
     return ", ".join(f"{name}={weight}" for name, weight in weights.items() if weight > 0)
-
-
-def triton_request_counts(location: ServerLocation) -> dict[str, dict[str, int]]:
-    """{model: {"success", "fail"}} from Triton's statistics API (cumulative since the server started)."""
-    client = client_module("http").InferenceServerClient(location.address("http"))
-    try:
-        statistics = client.get_inference_statistics()
-    finally:
-        client.close()
-    counts: dict[str, dict[str, int]] = defaultdict(lambda: {"success": 0, "fail": 0})
-    for entry in statistics.get("model_stats", []):
-        stats = entry.get("inference_stats", {})
-        counts[entry["name"]]["success"] += int(stats.get("success", {}).get("count", 0))
-        counts[entry["name"]]["fail"] += int(stats.get("fail", {}).get("count", 0))
-    return dict(counts)
 
 
 def count_delta(before: dict, after: dict) -> dict[str, dict[str, int]]:
@@ -113,15 +51,6 @@ def count_delta(before: dict, after: dict) -> dict[str, dict[str, int]]:
         model: {key: after[model][key] - before.get(model, zero)[key] for key in zero}
         for model in sorted(after)
     }
-
-
-def ensemble_models(location: ServerLocation) -> list[str]:
-    """The served models of this kit whose platform is "ensemble" (their failures count twice)."""
-    client = client_module("http").InferenceServerClient(location.address("http"))
-    try:
-        return [name for name in MODEL_NAMES if client.get_model_config(name).get("platform") == "ensemble"]
-    finally:
-        client.close()
 
 
 def requests_by_model(
@@ -239,6 +168,137 @@ def metric_deltas(samples: list[dict], metrics: tuple[str, ...]) -> dict:
     return deltas
 
 
+# ------------------------------------------------------------------------------------------ the figures
+
+
+@dataclass
+class Measured:
+    """What one soak measured, handed over once every thread has stopped and the server was last read."""
+
+    tally: Tally
+    samples: list[dict]  # the sampler's
+    load_seconds: float  # how long the load ran
+    duration_s: float  # until every worker had stopped
+    server: dict  # variant, triton_version
+    alive: bool  # the server still ran at the end
+    triton_counts: dict  # Triton's per-model counts over the run (count_delta); {} when not read at the end
+    ensembles: list[str]
+    memory_sampled: bool  # a server PID was known
+    log_tail: str = ""  # the end of the log of a started server that died
+
+
+def by_request(tally: Tally, bad: list[BadRequest]) -> list[dict]:
+    """One row per protocol and model, then per protocol and kind of bad request (`ok` = refused clearly)."""
+    rows = []
+    for protocol in PROTOCOLS:
+        for model in MODELS:
+            key = (protocol, model)
+            rows.append(
+                {
+                    "protocol": protocol,
+                    "request": model,
+                    "ok": tally.good_ok[key],
+                    "failed": tally.good_failed[key],
+                }
+            )
+        for label in sorted({b.label for b in bad}):
+            key = (protocol, label)
+            rows.append(
+                {
+                    "protocol": protocol,
+                    "request": f"bad: {label}",
+                    "ok": tally.bad_refused[key],
+                    "failed": tally.bad_wrong[key],
+                    "accepted": tally.bad_accepted[key],
+                }
+            )
+    return rows
+
+
+def violations(
+    totals: dict, memory: dict, measured: Measured, bad_share: float, max_drift_mib: float
+) -> list[str]:
+    """What fails the soak: a good request failed, a bad one not refused cleanly, nothing sent, the server
+    gone, or its memory grown beyond `max_drift_mib` (or not sampled enough to tell)."""
+    found = []
+    if totals["good_failed"]:
+        found.append(f"{totals['good_failed']} good requests failed")
+    if totals["bad_wrong"]:
+        found.append(f"{totals['bad_wrong']} bad requests were accepted or refused unclearly")
+    if totals["good_ok"] == 0:
+        found.append("no good request succeeded")
+    if bad_share > 0 and totals["bad_refused"] == 0:
+        found.append("no bad request was sent and refused")
+    if not measured.alive:
+        found.append("the server exited during the soak")
+    drift = memory["total_rss"]
+    if drift is not None and drift["drift_mib"] > max_drift_mib:
+        found.append(f"server memory drift {drift['drift_mib']} MiB > {max_drift_mib} MiB")
+    if measured.memory_sampled and drift is None:
+        found.append("too few memory samples after the warm-up to judge the drift (run longer)")
+    return found
+
+
+def soak_figures(name: str, config: dict, measured: Measured, bad: list[BadRequest]) -> dict:
+    """The record's figures. `config`: the soak's settings (workers, bad_share, sample_interval_s, warmup_s,
+    max_drift_mib, seed, what was sent)."""
+    tally = measured.tally
+    totals = tally.totals()
+    totals["requests_per_s"] = round(sum(totals.values()) / max(measured.duration_s, 1e-9), 2)
+    memory = {
+        "server_rss": memory_drift(measured.samples, config["warmup_s"], "server_rss_mib"),
+        "total_rss": memory_drift(measured.samples, config["warmup_s"], "total_rss_mib"),
+    }
+    rows = by_request(tally, bad)
+    found = violations(totals, memory, measured, config["bad_share"], config["max_drift_mib"])
+    return {
+        "name": name,
+        "duration_s": round(measured.duration_s, 1),
+        "config": config,
+        "server": {**measured.server, "alive_at_end": measured.alive},
+        "passed": not found,
+        "violations": found,
+        "totals": totals,
+        "by_request": rows,
+        "requests_by_model": requests_by_model(
+            rows, {b.label: b.model for b in bad}, measured.triton_counts, measured.ensembles
+        ),
+        "triton_counting": TRITON_COUNTING,
+        "latency": {model: percentiles(values) for model, values in tally.latencies.items()},
+        "memory": memory,
+        "metrics_delta": metric_deltas(measured.samples, METRICS),
+        "throughput": throughput_series(tally.events, config["sample_interval_s"], measured.load_seconds),
+        "samples": measured.samples,
+        "failures": tally.failures,
+        "server_log_tail": measured.log_tail,
+    }
+
+
+def write_results(record: Record, out: Path) -> Path:
+    """out/NAME.json (the record), NAME.md (its page), NAME.png (the chart); returns the JSON's path."""
+    name = record.figures["name"]
+    json_path, _ = write_record(record, out / f"{name}.json", markdown(record))
+    write_chart(out / f"{name}.png", record.figures)
+    return json_path
+
+
+def summary_lines(record: Record, json_path: Path) -> list[str]:
+    """What the console says at the end: the verdict and totals, what failed, the first failures."""
+    f = record.figures
+    totals, drift = f["totals"], f["memory"]["total_rss"]
+    return [
+        f"soak: {'PASS' if f['passed'] else 'FAIL'} — good ok {totals['good_ok']}, good failed "
+        f"{totals['good_failed']}, bad refused {totals['bad_refused']}, bad wrong {totals['bad_wrong']}, "
+        f"{totals['requests_per_s']:.1f} req/s, memory drift "
+        f"{drift['drift_mib'] if drift else 'n/a'} MiB; results in {json_path.with_suffix('.*')}",
+        *[f"soak: FAIL {violation}" for violation in f["violations"]],
+        *[f"soak:   {failure}" for failure in f["failures"][:10]],
+    ]
+
+
+# ------------------------------------------------------------------------------------------ page and chart
+
+
 def write_chart(path: Path, result: dict) -> None:
     import matplotlib  # noqa: PLC0415 - only needed for the chart
 
@@ -327,7 +387,9 @@ def requests_by_model_lines(result: dict) -> list[str]:
     return lines
 
 
-def markdown(result: dict) -> str:
+def markdown(record: Record) -> str:
+    """The record's page."""
+    result = record.figures
     totals = result["totals"]
     drift = result["memory"].get("total_rss") or {}
     lines = [
@@ -337,12 +399,10 @@ def markdown(result: dict) -> str:
         + ("" if result["passed"] else " — " + "; ".join(result["violations"])),
         "",
         *([f"**Note.** {result['note']}", ""] if result.get("note") else []),
-        f"- started {result['started']}, ran {result['duration_s']:.0f} s, "
+        f"- ran {result['duration_s']:.0f} s, "
         f"{result['config']['workers']} client threads, {result['config']['bad_share']:.0%} bad requests, "
         f"seed {result['config']['seed']}",
-        f"- server: {result['server']['description']}",
-        f"- client host: {result['host']['cpus']} CPUs, {result['host']['platform']}",
-        f"- command: `{result['command']}`",
+        *record.head_lines(),
         "",
         "| | count |",
         "|---|---:|",
