@@ -13,6 +13,7 @@ records/<study>/ (records/README.md); `default_output` names the next one there.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
@@ -34,6 +35,17 @@ MEASURING_PACKAGES = ("locust", "tritonclient")
 def default_output(study: str, suffix: str = ".md") -> Path:
     """records/<study>/<study>-<YYYYMMDD><suffix>: where a study's record goes unless told otherwise."""
     return RECORDS_DIR / study / f"{study}-{datetime.now(timezone.utc):%Y%m%d}{suffix}"
+
+
+def add_output_argument(parser: argparse.ArgumentParser, study: str) -> None:
+    """--output, where a study writes its record (the page; its .json and chart beside it)."""
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=default_output(study),
+        metavar="PAGE.md",
+        help=f"the record's page; its .json (and chart) beside it (records/{study}/{study}-<UTC date>.md)",
+    )
 
 
 def machine_description() -> dict[str, str]:

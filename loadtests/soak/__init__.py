@@ -5,5 +5,6 @@ server's memory and counters sampled, one record in records/soak/ (usage: cli.py
 - requests.py: what is sent (good requests over the three models, bad requests that must be refused)
 - workers.py: the client threads and the sampler, each answer judged and counted
 - server.py: the server under soak and what is read from it (memory, Triton's statistics, ensembles)
-- report.py: the record's figures, page and chart from what was measured (no server in reach)
+- report.py: the record's figures from what was measured (no server in reach)
+- page.py: the record written out: its JSON, page and chart, and the console's last lines
 """

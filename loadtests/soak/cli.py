@@ -41,14 +41,8 @@ from tritonclient.utils import InferenceServerException
 
 from loadtests.options import parse_duration
 from loadtests.record import RECORDS_DIR, Record
-from loadtests.soak.report import (
-    Measured,
-    count_delta,
-    soak_figures,
-    summary_lines,
-    weights_text,
-    write_results,
-)
+from loadtests.soak.page import summary_lines, write_results
+from loadtests.soak.report import Measured, count_delta, soak_figures, weights_text
 from loadtests.soak.requests import MODELS, BadRequest, bad_requests, good_tasks
 from loadtests.soak.server import SoakServer, ensemble_models, settled_request_counts, triton_request_counts
 from loadtests.soak.workers import Mix, Sampler, Tally, Worker, run_load

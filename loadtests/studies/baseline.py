@@ -21,7 +21,7 @@ from pathlib import Path
 
 from loadtests import report
 from loadtests.options import add_workload_arguments, parse_user_counts, run_time, workload_from_args
-from loadtests.record import Record, default_output, write_record
+from loadtests.record import Record, add_output_argument, write_record
 from loadtests.runner import (
     EXIT_ERROR,
     EXIT_PASSED,
@@ -154,12 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=300.0,
         help="longest wait for that, seconds; then run anyway (300)",
     )
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=default_output(STUDY),
-        help="the record's Markdown page; its .json and .png beside it (records/baseline/baseline-<date>.md)",
-    )
+    add_output_argument(parser, STUDY)
     parser.add_argument("--reports-dir", type=Path, default=None, help="Locust reports of every run")
     return parser
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from loadtests import report
 from loadtests.options import parse_duration, parse_user_counts
-from loadtests.record import Record, default_output, write_record
+from loadtests.record import Record, add_output_argument, write_record
 from loadtests.runner import (
     EXIT_ERROR,
     EXIT_PASSED,
@@ -132,12 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--run-time", default="30s", help="per run (30s)")
     # --variant: this tool's earlier spelling, still accepted.
     add_server_variant_argument(parser, "--variant", when="")
-    parser.add_argument(
-        "--output",
-        type=Path,
-        default=default_output(STUDY),
-        help="the record's Markdown page, its .json beside it (records/queue-signal/queue-signal-<date>.md)",
-    )
+    add_output_argument(parser, STUDY)
     parser.add_argument("--reports-dir", type=Path, default=None, help="Locust reports of every run")
     args = parser.parse_args(argv)
     try:

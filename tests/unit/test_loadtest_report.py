@@ -678,3 +678,22 @@ def test_every_tool_that_starts_a_server_names_its_variant_alike(module):
     text = " ".join(result.stdout.split())
     assert "--server-variant {auto,tensorrt,cpu}" in text
     assert "$TRITON_VARIANT" in text
+
+
+def test_triton_counters_are_read_through_the_one_metrics_reader():
+    """The soak's sampler, the queue signal and the failover read Prometheus through
+    trt_plugin_kit.triton.metrics; no load-test module fetches or parses the metrics text itself."""
+    import re
+
+    readers = set()
+    for path in sorted((REPO_ROOT / "loadtests").rglob("*.py")):
+        text = path.read_text()
+        name = str(path.relative_to(REPO_ROOT))
+        assert not re.search(r"urllib\.request|urlopen|http\.client|requests\.get|text/plain", text), name
+        if re.search(r"from trt_plugin_kit\.triton(\.metrics)? import .*\b(metrics|read_metrics)\b", text):
+            readers.add(name)
+    assert readers == {
+        "loadtests/soak/workers.py",
+        "loadtests/studies/failover.py",
+        "loadtests/studies/queue_signal.py",
+    }

@@ -14,7 +14,7 @@ import pytest
 from tritonclient.utils import InferenceServerException
 
 from loadtests.record import Record, read_record
-from loadtests.soak import report
+from loadtests.soak import page, report
 from loadtests.soak.requests import MODELS, bad_requests, good_tasks
 from loadtests.soak.workers import Mix, Sampler, Tally, Worker, good_failure, judge_bad, run_load
 from trt_plugin_kit.interface import SAMPLES_DIR
@@ -186,13 +186,13 @@ def test_the_record_is_written_without_any_network(bad, tmp_path, monkeypatch):
 
     monkeypatch.setattr(socket, "socket", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
-    json_path = report.write_results(record, tmp_path)
+    json_path = page.write_results(record, tmp_path)
     monkeypatch.undo()
     assert read_record(json_path) == Record.from_dict(json.loads(json_path.read_text()))
     assert read_record(json_path).figures["totals"]["good_ok"] == 60
-    page = (tmp_path / "unit.md").read_text()
-    assert page.startswith("# Serving soak unit\n\nResult: **PASS**")
-    assert "- commit: abc" in page and "- command: `python -m loadtests.soak --duration 60s`" in page
-    assert "| mnist_pipeline |" in page and "(fail / 2: ensemble)" in page
+    text = (tmp_path / "unit.md").read_text()
+    assert text.startswith("# Serving soak unit\n\nResult: **PASS**")
+    assert "- commit: abc" in text and "- command: `python -m loadtests.soak --duration 60s`" in text
+    assert "| mnist_pipeline |" in text and "(fail / 2: ensemble)" in text
     assert (tmp_path / "unit.png").stat().st_size > 10_000
-    assert report.summary_lines(record, json_path)[0].startswith("soak: PASS — good ok 60, good failed 0")
+    assert page.summary_lines(record, json_path)[0].startswith("soak: PASS — good ok 60, good failed 0")
