@@ -1,10 +1,15 @@
 """Load tests of the Triton models with Locust, over HTTP and gRPC (usage: loadtests/README.md).
 
-- `python -m loadtests` (`make loadtest`): headless run(s), reports, pass/fail thresholds (runner.py)
-- `python -m loadtests.baseline`: the per-request-type measurement in records/baseline/baseline-20261121.md
-- `python -m loadtests.soak`: the serving soak (soak.py, soak_report.py; records in records/soak/)
+The load test (`python -m loadtests`, `make loadtest`):
+- runner.py: headless Locust run(s), reports, pass/fail thresholds
+- options.py: the workload options, durations and user counts, defined once for every tool here
 - locustfile.py: the Locust users; also usable with `locust -f` directly
-- options.py: the workload options, defined once for the runner, the locustfile and the soak
 - workloads.py: what is sent (real digits, vectors) and how the answers are checked
 - report.py: Locust statistics -> summary.md/json, threshold verdicts, charts
+
+Measurements, each writing one record (record.py) into records/<study>/:
+- studies/: baseline (`python -m loadtests.baseline`), queue signal (`python -m loadtests.queue_signal`),
+  failover (the compose test's)
+- soak/: the serving soak (`python -m loadtests.soak`)
+- record.py: the one record format: what was run, where, when, the figures
 """

@@ -1,5 +1,6 @@
 """The options that say what the simulated users send, defined once for `python -m loadtests`, the Locust
-file (Locust's own parser) and the soak, with the shared vocabulary of trt_plugin_kit/triton/options.py.
+file (Locust's own parser), the studies and the soak, with the shared vocabulary of
+trt_plugin_kit/triton/options.py; and how long and how many (durations, user counts) in Locust's own terms.
 
 The runner hands its settings to Locust as the very same flags (`locust_arguments`), and the tests parse
 them back with the locustfile's definitions: no second set of names to drift apart.
@@ -8,6 +9,8 @@ them back with the locustfile's definitions: no second set of names to drift apa
 from __future__ import annotations
 
 import argparse
+import importlib.util
+from pathlib import Path
 from typing import Any
 
 from loadtests.workloads import REQUEST_KINDS, WorkloadConfig
@@ -16,6 +19,56 @@ from trt_plugin_kit.triton.options import non_negative_int, parse_weights, posit
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MIX = ",".join(f"{kind}=1" for kind in REQUEST_KINDS)
+
+
+def _locust_parse_timespan():
+    """Locust's own parse_timespan (how `locust --run-time` reads a duration), loaded from its file: importing
+    the locust package would monkey-patch this whole process for gevent."""
+    package = importlib.util.find_spec("locust")  # finds the package without importing it
+    path = Path(package.submodule_search_locations[0]) / "util" / "timespan.py"
+    spec = importlib.util.spec_from_file_location("loadtests._locust_timespan", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.parse_timespan
+
+
+parse_timespan = _locust_parse_timespan()
+
+
+def parse_duration(text: str) -> float:
+    """Locust's own time spans ("90", "30s", "2m", "1h30m") -> seconds, at least 1."""
+    try:
+        seconds = parse_timespan(str(text).strip())
+    except ValueError:
+        raise ValueError(f"bad duration {str(text)!r}: use e.g. 30s, 2m, 1h30m") from None
+    if seconds <= 0:
+        raise ValueError(f"duration {str(text)!r} must be longer than zero")
+    return float(seconds)
+
+
+def parse_user_counts(text: str) -> list[int]:
+    try:
+        counts = [int(part) for part in str(text).split(",") if part.strip()]
+    except ValueError:
+        raise ValueError(f"--users takes whole numbers separated by commas, got {str(text)!r}") from None
+    if not counts or any(count < 1 for count in counts):
+        raise ValueError(f"--users needs at least one count, each >= 1; got {str(text)!r}")
+    return counts
+
+
+def run_time(text: str) -> str:
+    parse_duration(text)
+    return str(text).strip()
+
+
+def milliseconds(text: str) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise ValueError(f"expected a number of milliseconds, got {str(text)!r}") from None
+    if not value > 0:
+        raise ValueError(f"must be more than 0 ms, got {text}")
+    return value
 
 
 def request_mix(text: str) -> dict[str, int]:

@@ -12,7 +12,6 @@ Every option also reads an environment variable (for containers and CI), e.g. TR
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
@@ -27,7 +26,15 @@ from pathlib import Path
 from tqdm import tqdm
 
 from loadtests import report
-from loadtests.options import add_workload_arguments, locust_arguments, workload_from_args
+from loadtests.options import (
+    add_workload_arguments,
+    locust_arguments,
+    milliseconds,
+    parse_duration,
+    parse_user_counts,
+    run_time,
+    workload_from_args,
+)
 from loadtests.workloads import WorkloadConfig, digit_source
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
@@ -55,56 +62,6 @@ class LoadTestError(Exception):
     """The load test could not run (as opposed to: it ran and broke a threshold)."""
 
 
-def _locust_parse_timespan():
-    """Locust's own parse_timespan (how `locust --run-time` reads a duration), loaded from its file: importing
-    the locust package would monkey-patch this whole process for gevent."""
-    package = importlib.util.find_spec("locust")  # finds the package without importing it
-    path = Path(package.submodule_search_locations[0]) / "util" / "timespan.py"
-    spec = importlib.util.spec_from_file_location("loadtests._locust_timespan", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.parse_timespan
-
-
-parse_timespan = _locust_parse_timespan()
-
-
-def parse_duration(text: str) -> float:
-    """Locust's own time spans ("90", "30s", "2m", "1h30m") -> seconds, at least 1."""
-    try:
-        seconds = parse_timespan(str(text).strip())
-    except ValueError:
-        raise ValueError(f"bad duration {str(text)!r}: use e.g. 30s, 2m, 1h30m") from None
-    if seconds <= 0:
-        raise ValueError(f"duration {str(text)!r} must be longer than zero")
-    return float(seconds)
-
-
-def parse_user_counts(text: str) -> list[int]:
-    try:
-        counts = [int(part) for part in str(text).split(",") if part.strip()]
-    except ValueError:
-        raise ValueError(f"--users takes whole numbers separated by commas, got {str(text)!r}") from None
-    if not counts or any(count < 1 for count in counts):
-        raise ValueError(f"--users needs at least one count, each >= 1; got {str(text)!r}")
-    return counts
-
-
-def run_time(text: str) -> str:
-    parse_duration(text)
-    return str(text).strip()
-
-
-def milliseconds(text: str) -> float:
-    try:
-        value = float(str(text).strip())
-    except ValueError:
-        raise ValueError(f"expected a number of milliseconds, got {str(text)!r}") from None
-    if not value > 0:
-        raise ValueError(f"must be more than 0 ms, got {text}")
-    return value
-
-
 @dataclass
 class RunPlan:
     """One headless Locust run."""
@@ -117,6 +74,7 @@ class RunPlan:
     timeout_s: float
     out_dir: Path
     thresholds: report.Thresholds
+    digits: str  # where the digits come from (DigitSource.description): what the caller already loaded
     extra_info: dict = field(default_factory=dict)
 
     @classmethod
@@ -128,10 +86,13 @@ class RunPlan:
         run_time: str,
         timeout_s: float,
         out_dir: Path,
+        digits: str,
     ) -> RunPlan:
         """A run of the measuring tools (baseline, queue signal, failover): every user starts at once and
         the default thresholds hold (no failed request; p99 reported, not judged)."""
-        return cls(location, workload, users, users, run_time, timeout_s, out_dir, report.Thresholds())
+        return cls(
+            location, workload, users, users, run_time, timeout_s, out_dir, report.Thresholds(), digits
+        )
 
     def expected_request_names(self) -> list[str]:
         """Request types the run must show: those of protocols whose share of the users is at least one
@@ -193,7 +154,7 @@ class RunPlan:
             "mnist_batch": self.workload.mnist_batch,
             "l2norm_batch": self.workload.l2norm_batch,
             "l2norm_dim": self.workload.l2norm_dim,
-            "digits": digit_source(self.workload.mnist_dir).description,
+            "digits": self.digits,
             "timeout_s": self.timeout_s,
             **self.extra_info,
         }
@@ -491,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
                     timeout_s=args.timeout,
                     out_dir=out_dir / f"users-{users}" if len(user_counts) > 1 else out_dir,
                     thresholds=thresholds,
+                    digits=source.description,
                     extra_info={"triton_version": version},
                 )
                 for users in user_counts

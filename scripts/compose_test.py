@@ -15,8 +15,8 @@ Steps, each timed, all within --budget seconds:
   7. the loadtest service: a short headless Locust run, 0 failures
   8. restart policy: serve.py killed inside the container, the container must come back healthy
   9. failover: triton-cpu scaled to 3 replicas behind HAProxy, the Locust mix through it, one replica
-     killed in the middle (loadtests/failover.py): no failure after the clients' retries, the dead replica
-     out of rotation within the health checks' bound, every replica served, the returning one too
+     killed in the middle (loadtests/studies/failover.py): no failure after the clients' retries, the dead
+     replica out of rotation within the health checks' bound, every replica served, the returning one too
  10. Triton's log: no error but the two that every CPU-only start prints
 Always, even on failure or Ctrl-C: `down -v`, then a check that no container, network or volume is left.
 Reports (logs, eval, load test, summary.md) go to reports/compose-test-<UTC time>/. Exit status 0 or 1.
@@ -41,7 +41,7 @@ from pathlib import Path
 import tomllib
 
 from loadtests import report
-from loadtests.failover import REPLICAS, FailoverFailed, run_failover
+from loadtests.studies.failover import REPLICAS, FailoverFailed, run_failover
 from trt_plugin_kit.deploy import compose
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE

@@ -1,6 +1,6 @@
 """HAProxy (trt_plugin_kit.deploy.balancer) in front of two real Triton replicas: every request, HTTP/1.1 and
 gRPC,
-balanced on its own. The failover under load runs in the compose test (loadtests/failover.py).
+balanced on its own. The failover under load runs in the compose test (loadtests/studies/failover.py).
 """
 
 from __future__ import annotations

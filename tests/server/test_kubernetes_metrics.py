@@ -27,7 +27,7 @@ def test_queue_signal_counts_what_the_server_served(triton_server):
     import numpy as np  # noqa: PLC0415
     import tritonclient.grpc as grpcclient  # noqa: PLC0415
 
-    from loadtests.queue_signal import QUEUE_COUNTER, SUCCESS_COUNTER, queue_ratio, read_counters  # noqa: PLC0415
+    from loadtests.studies.queue_signal import QUEUE_COUNTER, SUCCESS_COUNTER, queue_ratio, read_counters  # noqa: PLC0415
     from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT  # noqa: PLC0415
 
     before = read_counters(triton_server.metrics_url)

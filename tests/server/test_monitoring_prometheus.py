@@ -66,6 +66,7 @@ DOCUMENTED_GLOBS = (
     "deploy/**/*.json",
     "loadtests/**/*.md",
     "loadtests/**/*.py",
+    "records/**/*.md",
     "trt_plugin_kit/**/*.py",
     "scripts/*.py",
 )

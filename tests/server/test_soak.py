@@ -60,7 +60,11 @@ def test_one_minute_soak_has_no_failed_good_request_and_refuses_every_bad_one(tr
     explanation = f"exit {result.returncode}\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
     assert result.returncode == 0, explanation
 
-    report = json.loads((tmp_path / "ci.json").read_text())
+    record = json.loads((tmp_path / "ci.json").read_text())
+    # The record of every load-test study: what was run, where, when, the figures.
+    assert record["study"] == "soak" and record["command"].startswith("python -m loadtests.soak --duration")
+    assert record["when"].endswith("UTC") and record["where"]["server"].startswith("running server at")
+    report = record["figures"]
     totals = report["totals"]
     assert report["passed"] and not report["violations"], explanation
     assert totals["good_failed"] == 0 and totals["bad_wrong"] == 0
@@ -133,13 +137,13 @@ def test_a_refused_ensemble_request_counts_once_not_twice(triton_server):
     ensemble and its step) and the step's refusal as its success; the soak's counts say 3 failures for 3."""
     import numpy as np
 
-    from loadtests import soak_report
+    from loadtests.soak import report, server
     from trt_plugin_kit.triton.options import ServerLocation
     from trt_plugin_kit.triton.protocol import Connection
 
     location = ServerLocation("127.0.0.1", triton_server.ports.http, triton_server.ports.grpc)
     png = (REPO_ROOT / "samples" / "digits" / "7.png").read_bytes()
-    before = soak_report.triton_request_counts(location)
+    before = server.triton_request_counts(location)
     refused = answered = 0
     for protocol in ("http", "grpc", "http"):
         connection = Connection(protocol, location.address(protocol), 30)
@@ -153,15 +157,15 @@ def test_a_refused_ensemble_request_counts_once_not_twice(triton_server):
         )
         answered += 1
         connection.close()
-    delta = soak_report.count_delta(before, soak_report.triton_request_counts(location))
+    delta = report.count_delta(before, server.triton_request_counts(location))
     assert delta["mnist_pipeline"] == {"success": answered, "fail": 2 * refused}  # Triton's double count
     assert delta["mnist_preprocess"] == {"success": answered + refused, "fail": 0}  # an error as a success
     by_request = [
         {"protocol": "http", "request": "mnist_pipeline", "ok": answered, "failed": 0},
         {"protocol": "http", "request": "bad: not an image", "ok": refused, "failed": 0, "accepted": 0},
     ]
-    counts = soak_report.requests_by_model(
-        by_request, {"not an image": "mnist_pipeline"}, delta, soak_report.ensemble_models(location)
+    counts = report.requests_by_model(
+        by_request, {"not an image": "mnist_pipeline"}, delta, server.ensemble_models(location)
     )["mnist_pipeline"]
     assert counts["failed"] == counts["triton_failed_requests"] == refused == 3
     assert counts["answered"] == counts["triton_success"] == answered

@@ -3,7 +3,7 @@
 generated HAProxy configuration (trt_plugin_kit.deploy.balancer, checked by haproxy itself), and the compose
 override
 that ties them to `--scale`. With real replicas: tests/server/test_balancer_replicas.py; the failover under
-load runs in the compose test (loadtests/failover.py).
+load runs in the compose test (loadtests/studies/failover.py).
 """
 
 from __future__ import annotations

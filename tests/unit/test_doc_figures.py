@@ -322,8 +322,8 @@ CLAIMS = [
 
 
 def soak(key: str):
-    """One field of the soak record (this record keeps its fields as Python literals in strings)."""
-    value = record(SOAK)[key]
+    """One of the soak record's figures (some kept as Python literals in strings, as written on its day)."""
+    value = record(SOAK)["figures"][key]
     return ast.literal_eval(value) if isinstance(value, str) else value
 
 

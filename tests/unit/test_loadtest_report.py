@@ -180,7 +180,10 @@ def test_run_plan_passes_only_protocols_with_users_and_expects_names_only_when_e
         timeout_s=10,
         out_dir=tmp_path,
         thresholds=Thresholds(),
+        digits="10 sample digits from samples/digits",
     )
+    # What the run used, as the caller described it: describing the plan loads no digits.
+    assert plan.run_info("now")["digits"] == "10 sample digits from samples/digits"
     command = plan.locust_command()
     assert command[-1] == "GrpcTritonUser" and "HttpTritonUser" not in command
     assert command[command.index("--host") + 1] == "triton"
@@ -548,13 +551,17 @@ def test_no_server_exits_2_and_says_how_to_get_one(tmp_path, capsys):
 # ------------------------------------------------------------------------------------------ baseline
 
 
-def test_baseline_markdown_groups_rows_by_request_type(tmp_path):
-    from loadtests import baseline
+def test_baseline_record_groups_rows_by_request_type_and_its_page_is_made_from_it(tmp_path):
+    from loadtests.record import Record, read_record, write_record
+    from loadtests.studies import baseline
 
     summary = report.summarize_run(write_run(tmp_path / "run"), {"users": 1}, Thresholds())
-    info = {"date": "D", "commit": "C", "server": "S", "machine": {"cpu": "X"}, "command": "python -m ..."}
-    info |= {"quiet_below": 25.0, "quiet_wait": 300.0}
-    text = baseline.baseline_markdown([(4, summary, 12.3), (1, summary, None)], info, "BASELINE.png")
+    record = Record("baseline", "python -m ...", "D", {"commit": "C", "server": "S", "machine": {"cpu": "X"}})
+    record.figures = baseline.baseline_figures([(4, summary, 12.3), (1, summary, None)], 25.0, 300.0)
+    # The page comes from the record alone: what is written as JSON reads back to the same page.
+    write_record(record, tmp_path / "baseline-x.md", baseline.baseline_markdown(record, "baseline-x.png"))
+    text = (tmp_path / "baseline-x.md").read_text()
+    assert baseline.baseline_markdown(read_record(tmp_path / "baseline-x.json"), "baseline-x.png") == text
     rows = [line for line in text.splitlines() if line.startswith("| grpc") or line.startswith("| http")]
     assert [row.split(" | ")[:2] for row in rows] == [
         ["| grpc mnist b8", "1"],
@@ -563,15 +570,33 @@ def test_baseline_markdown_groups_rows_by_request_type(tmp_path):
         ["| http l2norm b4", "4"],
     ]
     assert rows[1].endswith("| 12% |") and rows[0].endswith("| n/a |")
-    assert "- cpu: X" in text and "![requests/s and p99 by number of users](BASELINE.png)" in text
+    assert "- cpu: X" in text and "![requests/s and p99 by number of users](baseline-x.png)" in text
+    assert "- date: D" in text and "- commit: C" in text and "- command: `python -m ...`" in text
     # The measured runs had failures: the baseline says so.
     assert "Thresholds broken during the measurement" in text
 
 
-def test_cpu_busy_percent_is_a_percentage():
-    from loadtests import baseline
+def test_a_record_says_what_was_run_where_and_when(tmp_path):
+    from loadtests.record import RECORD_SCHEMA, Record, default_output, read_record, write_record
 
-    busy = baseline.cpu_busy_percent(0.2)
+    record = Record.begin("queue-signal", "python -m loadtests.queue_signal", ["--users", "1"], server="cpu")
+    assert record.command == "python -m loadtests.queue_signal --users 1"
+    assert record.when.endswith(" UTC") and record.where["server"] == "cpu"
+    assert record.where["machine"]["cores (nproc)"].isdigit() and record.where["commit"]
+    record.figures = {"points": [{"users": 1, "queue_us_per_request": 512.0}]}
+    json_path, md_path = write_record(record, tmp_path / "q" / "queue-signal-x.md", ["# page"])
+    assert md_path.read_text() == "# page\n"
+    assert json.loads(json_path.read_text())["schema"] == RECORD_SCHEMA
+    assert read_record(md_path) == record
+    assert default_output("soak").parent == REPO_ROOT / "records" / "soak"
+    with pytest.raises(ValueError, match="not a record of schema"):
+        Record.from_dict({"totals": {}})
+
+
+def test_cpu_busy_percent_is_a_percentage():
+    from loadtests.studies import quiet
+
+    busy = quiet.cpu_busy_percent(0.2)
     assert busy is not None and 0.0 <= busy <= 100.0
 
 
@@ -653,3 +678,22 @@ def test_every_tool_that_starts_a_server_names_its_variant_alike(module):
     text = " ".join(result.stdout.split())
     assert "--server-variant {auto,tensorrt,cpu}" in text
     assert "$TRITON_VARIANT" in text
+
+
+def test_triton_counters_are_read_through_the_one_metrics_reader():
+    """The soak's sampler, the queue signal and the failover read Prometheus through
+    trt_plugin_kit.triton.metrics; no load-test module fetches or parses the metrics text itself."""
+    import re
+
+    readers = set()
+    for path in sorted((REPO_ROOT / "loadtests").rglob("*.py")):
+        text = path.read_text()
+        name = str(path.relative_to(REPO_ROOT))
+        assert not re.search(r"urllib\.request|urlopen|http\.client|requests\.get|text/plain", text), name
+        if re.search(r"from trt_plugin_kit\.triton(\.metrics)? import .*\b(metrics|read_metrics)\b", text):
+            readers.add(name)
+    assert readers == {
+        "loadtests/soak/workers.py",
+        "loadtests/studies/failover.py",
+        "loadtests/studies/queue_signal.py",
+    }

@@ -15,7 +15,7 @@ restart policy held off meanwhile, so that the balancer has to notice). Checked:
 - the replica that came back served requests again.
 
 The figures (requests, retries, failures, time to stop routing, per-replica counts) are returned and written
-to failover.json in the run's folder.
+as a record (loadtests/record.py) to failover.json and failover.md in the run's folder.
 """
 
 from __future__ import annotations
@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from loadtests import report
+from loadtests.record import Record, write_record
 from loadtests.runner import RunPlan, run_locust
-from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig
+from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig, digit_source
 from trt_plugin_kit.deploy.balancer import (
     GRPC_BACKEND,
     HTTP_BACKEND,
@@ -58,6 +59,8 @@ DOWN_FOR_S = 8.0
 RETRIES = 2
 VICTIM_SLOT = 1
 SUCCESS_COUNTER = metrics.REQUEST_SUCCESS
+STUDY = "failover"
+PROGRAM = "python scripts/compose_test.py (its failover step)"
 
 
 class FailoverFailed(Exception):
@@ -172,6 +175,9 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
     """Scales triton-cpu to REPLICAS with the replicas override, runs the scenario, returns the figures.
     `compose` is the project's compose command line (files, project name, profile) without a subcommand."""
     run_dir.mkdir(parents=True, exist_ok=True)
+    record = Record.begin(
+        STUDY, PROGRAM, [], server=f"{REPLICAS} replicas of the compose CPU profile behind HAProxy, one host"
+    )
     try:
         find_haproxy()
     except BalancerError as error:
@@ -207,6 +213,7 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
                 f"{RUN_S}s",
                 10.0,
                 out_dir=run_dir / "loadtest",
+                digits=digit_source(None).description,
             )
             seen, stop = Observations(), threading.Event()
             start = time.monotonic()
@@ -233,12 +240,30 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
         raise FailoverFailed(str(error)) from None
     if not summary_box:
         raise FailoverFailed("the load test did not finish")
-    return judge(summary_box[0], seen, check, run_dir / "loadtest" / report.FINAL_STATS_FILE, run_dir)
+    return judge(summary_box[0], seen, check, run_dir / "loadtest" / report.FINAL_STATS_FILE, run_dir, record)
+
+
+def failover_markdown(record: Record) -> list[str]:
+    """The record's page: its head, then one line per figure."""
+    return [
+        "# Failover: one replica killed under load",
+        "",
+        *record.head_lines(),
+        "",
+        "| figure | value |",
+        "|---|---|",
+        *[f"| {name} | {json.dumps(value)} |" for name, value in record.figures.items()],
+    ]
 
 
 def judge(
-    summary: report.RunSummary, seen: Observations, check: HealthCheck, final_stats: Path, run_dir: Path
-):
+    summary: report.RunSummary,
+    seen: Observations,
+    check: HealthCheck,
+    final_stats: Path,
+    run_dir: Path,
+    record: Record,
+) -> dict:
     retries = json.loads(final_stats.read_text()).get("retries", {})
     retried_errors = json.loads(final_stats.read_text()).get("retried_errors", {})
     victim = server_name(VICTIM_SLOT)
@@ -281,7 +306,8 @@ def judge(
         "routed_to_victim_while_down": {b: len(v) for b, v in routed_while_down.items()},
         "served_per_replica": per_replica,
     }
-    (run_dir / "failover.json").write_text(json.dumps(figures, indent=2))
+    record.figures = figures
+    write_record(record, run_dir / "failover.json", failover_markdown(record))
     problems = []
     if summary.total.failures:
         problems.append(f"{summary.total.failures} requests failed despite {RETRIES} retries")
