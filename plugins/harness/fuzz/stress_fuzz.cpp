@@ -20,10 +20,10 @@
 #include <random>
 #include <sstream>
 
-#include "../common/fields.h"  // kMaxFieldElements: the documented largest array field
-#include "plugin_specs.h"
-#include "runner.h"
-#include "stress_common.h"
+#include "../../common/fields.h"  // kMaxFieldElements: the documented largest array field
+#include "conformance/runner.h"
+#include "core/plugin_specs.h"
+#include "stress/stress_common.h"
 
 namespace stress
 {
