@@ -7,6 +7,7 @@
 
 #include <NvInferRuntime.h>
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -158,6 +159,47 @@ protected:
 
 private:
     char const* mName;
+};
+
+//! A field as the creator's getFieldNames() declares it: name, type and length as the plugin's spec.yaml
+//! gives them (tests/library/test_plugin_spec.py compares the built library with the specs).
+struct FieldDeclaration
+{
+    char const* name;
+    nvinfer1::PluginFieldType type;
+    int32_t length;
+};
+
+//! The creator of every plugin of the library, written once. The plugin class provides
+//!     static constexpr char const* kName;                      the creator name (spec.yaml `creator`)
+//!     static constexpr std::array<FieldDeclaration, N> kFields;  spec.yaml's `fields`, in order
+//!     static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);  reads and checks them
+//! and its header names the creator `using MyCreator = PluginCreator<MyPlugin>;`, registered in its .cpp with
+//! TRT_PLUGIN_KIT_REGISTER_CREATOR(MyCreator). Field names outside kFields are logged and ignored
+//! (FieldReader).
+template <typename Plugin>
+class PluginCreator final : public CreatorBase
+{
+public:
+    PluginCreator() : CreatorBase(Plugin::kName)
+    {
+        for (FieldDeclaration const& field : Plugin::kFields)
+        {
+            mFieldNames.declare(field.name, field.type, field.length);
+        }
+    }
+
+protected:
+    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
+                                       nvinfer1::TensorRTPhase /*phase*/) const override
+    {
+        std::vector<std::string> known;
+        for (FieldDeclaration const& field : Plugin::kFields)
+        {
+            known.emplace_back(field.name);
+        }
+        return Plugin::fromFields(FieldReader(Plugin::kName, fc, known));
+    }
 };
 
 }  // namespace trt_plugin_kit

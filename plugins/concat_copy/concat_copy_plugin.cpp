@@ -100,10 +100,9 @@ int32_t ConcatCopyPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/,
 
 void ConcatCopyPlugin::serialize(FieldWriter& /*writer*/) const {}
 
-std::unique_ptr<PluginBase> ConcatCopyCreator::create(PluginFieldCollection const* fc,
-                                                      TensorRTPhase /*phase*/) const
+std::unique_ptr<PluginBase> ConcatCopyPlugin::fromFields(FieldReader const& /*fields*/)
 {
-    FieldReader fields(ConcatCopyPlugin::kName, fc, {});  // No fields; unknown ones are logged and ignored.
+    // No fields; unknown ones are logged and ignored (the creator's FieldReader).
     return std::make_unique<ConcatCopyPlugin>();
 }
 

@@ -13,6 +13,9 @@ class ConcatCopyPlugin final : public PluginBase
 {
 public:
     static constexpr char const* kName = "ConcatCopy";
+    static constexpr std::array<FieldDeclaration, 0> kFields{};  // no fields
+    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
+    static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
     ConcatCopyPlugin() : PluginBase(kName) {}
 
 protected:
@@ -40,14 +43,6 @@ private:
     size_t mBytes1{0};
 };
 
-class ConcatCopyCreator final : public CreatorBase
-{
-public:
-    ConcatCopyCreator() : CreatorBase(ConcatCopyPlugin::kName) {}
-
-protected:
-    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
-                                       nvinfer1::TensorRTPhase phase) const override;
-};
+using ConcatCopyCreator = PluginCreator<ConcatCopyPlugin>;
 
 }  // namespace trt_plugin_kit

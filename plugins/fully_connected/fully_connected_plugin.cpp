@@ -400,17 +400,8 @@ void FullyConnectedPlugin::serialize(FieldWriter& writer) const
     writer.addInt("num_outputs", mNumOutputs);
 }
 
-FullyConnectedCreator::FullyConnectedCreator() : CreatorBase(FullyConnectedPlugin::kName)
+std::unique_ptr<PluginBase> FullyConnectedPlugin::fromFields(FieldReader const& fields)
 {
-    mFieldNames.declare("weights", PluginFieldType::kFLOAT32, -1);
-    mFieldNames.declare("bias", PluginFieldType::kFLOAT32, -1);
-    mFieldNames.declare("num_outputs", PluginFieldType::kINT32, 1);
-}
-
-std::unique_ptr<PluginBase> FullyConnectedCreator::create(PluginFieldCollection const* fc,
-                                                          TensorRTPhase /*phase*/) const
-{
-    FieldReader fields(FullyConnectedPlugin::kName, fc, {"weights", "bias", "num_outputs"});
     int32_t const numOutputs = fields.requireInt("num_outputs");
     check(numOutputs > 0, "num_outputs must be > 0, got ", numOutputs);
     std::vector<float> weights = fields.requireFloats("weights");

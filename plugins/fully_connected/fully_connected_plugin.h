@@ -61,6 +61,13 @@ class FullyConnectedPlugin final : public PluginBase
 {
 public:
     static constexpr char const* kName = "FullyConnected";
+    //! The fields getFieldNames() declares: spec.yaml's, in its order.
+    static constexpr std::array kFields{
+        FieldDeclaration{"weights", nvinfer1::PluginFieldType::kFLOAT32, -1},
+        FieldDeclaration{"bias", nvinfer1::PluginFieldType::kFLOAT32, -1},
+        FieldDeclaration{"num_outputs", nvinfer1::PluginFieldType::kINT32, 1}};
+    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
+    static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
     //! cuBLASLt workspace requested from TensorRT (the size NVIDIA recommends for Hopper).
     static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
     //! Tactics: cuBLASLt's heuristic candidates for the shape, asked with several workspace limits (the limit
@@ -144,14 +151,6 @@ private:
     int64_t mOutputPitch{0};  // elements between the rows cuBLASLt writes; > M: padded, in the workspace
 };
 
-class FullyConnectedCreator final : public CreatorBase
-{
-public:
-    FullyConnectedCreator();
-
-protected:
-    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
-                                       nvinfer1::TensorRTPhase phase) const override;
-};
+using FullyConnectedCreator = PluginCreator<FullyConnectedPlugin>;
 
 }  // namespace trt_plugin_kit

@@ -49,16 +49,8 @@ void L2NormalizePlugin::serialize(FieldWriter& writer) const
     writer.addFloat("eps", mParams.eps);
 }
 
-L2NormalizeCreator::L2NormalizeCreator() : CreatorBase(L2NormalizePlugin::kName)
+std::unique_ptr<PluginBase> L2NormalizePlugin::fromFields(FieldReader const& fields)
 {
-    mFieldNames.declare("axis", PluginFieldType::kINT32, 1);
-    mFieldNames.declare("eps", PluginFieldType::kFLOAT32, 1);
-}
-
-std::unique_ptr<PluginBase> L2NormalizeCreator::create(PluginFieldCollection const* fc,
-                                                       TensorRTPhase /*phase*/) const
-{
-    FieldReader fields(L2NormalizePlugin::kName, fc, {"axis", "eps"});
     L2NormalizeParams params;
     params.axis = fields.getInt("axis").value_or(params.axis);
     params.eps = fields.getFloat("eps").value_or(params.eps);

@@ -18,6 +18,11 @@ class L2NormalizePlugin final : public UnaryFloatPlugin
 {
 public:
     static constexpr char const* kName = "L2Normalize";
+    //! The fields getFieldNames() declares: spec.yaml's, in its order.
+    static constexpr std::array kFields{FieldDeclaration{"axis", nvinfer1::PluginFieldType::kINT32, 1},
+                                        FieldDeclaration{"eps", nvinfer1::PluginFieldType::kFLOAT32, 1}};
+    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
+    static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
     explicit L2NormalizePlugin(L2NormalizeParams params) : UnaryFloatPlugin(kName), mParams(params) {}
 
 protected:
@@ -42,14 +47,6 @@ private:
     int64_t mInner{0};
 };
 
-class L2NormalizeCreator final : public CreatorBase
-{
-public:
-    L2NormalizeCreator();
-
-protected:
-    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
-                                       nvinfer1::TensorRTPhase phase) const override;
-};
+using L2NormalizeCreator = PluginCreator<L2NormalizePlugin>;
 
 }  // namespace trt_plugin_kit

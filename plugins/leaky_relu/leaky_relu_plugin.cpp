@@ -28,15 +28,8 @@ void LeakyReluPlugin::serialize(FieldWriter& writer) const
     writer.addFloat("negative_slope", mNegativeSlope);
 }
 
-LeakyReluCreator::LeakyReluCreator() : CreatorBase(LeakyReluPlugin::kName)
+std::unique_ptr<PluginBase> LeakyReluPlugin::fromFields(FieldReader const& fields)
 {
-    mFieldNames.declare("negative_slope", PluginFieldType::kFLOAT32, 1);
-}
-
-std::unique_ptr<PluginBase> LeakyReluCreator::create(PluginFieldCollection const* fc,
-                                                     TensorRTPhase /*phase*/) const
-{
-    FieldReader fields(LeakyReluPlugin::kName, fc, {"negative_slope"});
     return std::make_unique<LeakyReluPlugin>(fields.getFloat("negative_slope").value_or(0.01F));
 }
 

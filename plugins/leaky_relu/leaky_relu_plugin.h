@@ -11,6 +11,11 @@ class LeakyReluPlugin final : public UnaryFloatPlugin
 {
 public:
     static constexpr char const* kName = "LeakyReLU";
+    //! The fields getFieldNames() declares: spec.yaml's, in its order.
+    static constexpr std::array kFields{
+        FieldDeclaration{"negative_slope", nvinfer1::PluginFieldType::kFLOAT32, 1}};
+    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
+    static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
     explicit LeakyReluPlugin(float negativeSlope) : UnaryFloatPlugin(kName), mNegativeSlope(negativeSlope) {}
 
 protected:
@@ -30,14 +35,6 @@ private:
     int64_t mCount{0};
 };
 
-class LeakyReluCreator final : public CreatorBase
-{
-public:
-    LeakyReluCreator();
-
-protected:
-    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
-                                       nvinfer1::TensorRTPhase phase) const override;
-};
+using LeakyReluCreator = PluginCreator<LeakyReluPlugin>;
 
 }  // namespace trt_plugin_kit

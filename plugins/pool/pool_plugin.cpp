@@ -18,9 +18,6 @@ namespace
 constexpr int32_t kMaxWindow = int32_t{1} << 16;
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-char const* const kFieldNames[] = {"mode",        "kernel",      "stride", "padding", "count_include_pad",
-                                   "input_scale", "output_scale"};
-
 bool isSupportedType(DataType type)
 {
     return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kINT8;
@@ -251,22 +248,8 @@ void PoolPlugin::serialize(FieldWriter& writer) const
     }
 }
 
-PoolCreator::PoolCreator() : CreatorBase(PoolPlugin::kName)
+std::unique_ptr<PluginBase> PoolPlugin::fromFields(FieldReader const& fields)
 {
-    mFieldNames.declare("mode", PluginFieldType::kCHAR, -1);
-    mFieldNames.declare("kernel", PluginFieldType::kINT32, 2);
-    mFieldNames.declare("stride", PluginFieldType::kINT32, 2);
-    mFieldNames.declare("padding", PluginFieldType::kINT32, 2);
-    mFieldNames.declare("count_include_pad", PluginFieldType::kINT32, 1);
-    mFieldNames.declare("input_scale", PluginFieldType::kFLOAT32, 1);
-    mFieldNames.declare("output_scale", PluginFieldType::kFLOAT32, 1);
-}
-
-std::unique_ptr<PluginBase> PoolCreator::create(PluginFieldCollection const* fc,
-                                                TensorRTPhase /*phase*/) const
-{
-    FieldReader fields(PoolPlugin::kName, fc,
-                       std::vector<std::string>(std::begin(kFieldNames), std::end(kFieldNames)));
     PoolConfig config;
 
     std::optional<std::string> const mode = fields.getString("mode");

@@ -30,6 +30,17 @@ class PoolPlugin final : public PluginBase
 {
 public:
     static constexpr char const* kName = "Pool";
+    //! The fields getFieldNames() declares: spec.yaml's, in its order.
+    static constexpr std::array kFields{
+        FieldDeclaration{"mode", nvinfer1::PluginFieldType::kCHAR, -1},
+        FieldDeclaration{"kernel", nvinfer1::PluginFieldType::kINT32, 2},
+        FieldDeclaration{"stride", nvinfer1::PluginFieldType::kINT32, 2},
+        FieldDeclaration{"padding", nvinfer1::PluginFieldType::kINT32, 2},
+        FieldDeclaration{"count_include_pad", nvinfer1::PluginFieldType::kINT32, 1},
+        FieldDeclaration{"input_scale", nvinfer1::PluginFieldType::kFLOAT32, 1},
+        FieldDeclaration{"output_scale", nvinfer1::PluginFieldType::kFLOAT32, 1}};
+    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
+    static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
     explicit PoolPlugin(PoolConfig config) : PluginBase(kName), mConfig(config) {}
 
 protected:
@@ -63,14 +74,6 @@ private:
     bool mReady{false};
 };
 
-class PoolCreator final : public CreatorBase
-{
-public:
-    PoolCreator();
-
-protected:
-    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
-                                       nvinfer1::TensorRTPhase phase) const override;
-};
+using PoolCreator = PluginCreator<PoolPlugin>;
 
 }  // namespace trt_plugin_kit

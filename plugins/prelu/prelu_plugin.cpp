@@ -87,15 +87,8 @@ void PReluPlugin::serialize(FieldWriter& writer) const
     writer.addFloats("slopes", mSlopes);
 }
 
-PReluCreator::PReluCreator() : CreatorBase(PReluPlugin::kName)
+std::unique_ptr<PluginBase> PReluPlugin::fromFields(FieldReader const& fields)
 {
-    mFieldNames.declare("slopes", PluginFieldType::kFLOAT32, -1);
-}
-
-std::unique_ptr<PluginBase> PReluCreator::create(PluginFieldCollection const* fc,
-                                                 TensorRTPhase /*phase*/) const
-{
-    FieldReader fields(PReluPlugin::kName, fc, {"slopes"});
     return std::make_unique<PReluPlugin>(fields.requireFloats("slopes"));
 }
 

@@ -14,6 +14,10 @@ class PReluPlugin final : public UnaryFloatPlugin
 {
 public:
     static constexpr char const* kName = "PReLU";
+    //! The fields getFieldNames() declares: spec.yaml's, in its order.
+    static constexpr std::array kFields{FieldDeclaration{"slopes", nvinfer1::PluginFieldType::kFLOAT32, -1}};
+    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
+    static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
     explicit PReluPlugin(std::vector<float> slopes) : UnaryFloatPlugin(kName), mSlopes(std::move(slopes)) {}
 
 protected:
@@ -40,14 +44,6 @@ private:
     int64_t mInner{1};
 };
 
-class PReluCreator final : public CreatorBase
-{
-public:
-    PReluCreator();
-
-protected:
-    std::unique_ptr<PluginBase> create(nvinfer1::PluginFieldCollection const* fc,
-                                       nvinfer1::TensorRTPhase phase) const override;
-};
+using PReluCreator = PluginCreator<PReluPlugin>;
 
 }  // namespace trt_plugin_kit

@@ -134,8 +134,7 @@ def float_identifiers(o: Options) -> tuple[str, str]:
 
 def _cpp_snippets(o: Options) -> dict[str, str]:
     cls = o.creator
-    fields = [f for f in (o.float_field, o.array_field) if f]
-    s: dict[str, str] = {"field_list": ", ".join(f'"{f}"' for f in fields)}
+    s: dict[str, str] = {}
     if o.reduce:
         s["output_shapes_body"] = (
             '    check(inputs[0].nbDims >= 1, "the input needs rank >= 1 (the last axis is reduced)");\n'
@@ -171,22 +170,27 @@ def _cpp_snippets(o: Options) -> dict[str, str]:
     serialize, declare, create = [], [], []
     if o.float_field:
         serialize.append(f'    writer.addFloat("{o.float_field}", {member});\n')
-        declare.append(f'    mFieldNames.declare("{o.float_field}", PluginFieldType::kFLOAT32, 1);\n')
+        declare.append(f'FieldDeclaration{{"{o.float_field}", nvinfer1::PluginFieldType::kFLOAT32, 1}}')
         create.append(f'    float const {name} = fields.getFloat("{o.float_field}").value_or(1.F);\n')
     else:
         create.append(f"    float const {name} = 1.F;\n")
     if o.array_field:
         serialize.append(f'    writer.addFloats("{o.array_field}", mCoefficients);\n')
-        declare.append(f'    mFieldNames.declare("{o.array_field}", PluginFieldType::kFLOAT32, -1);\n')
+        declare.append(f'FieldDeclaration{{"{o.array_field}", nvinfer1::PluginFieldType::kFLOAT32, -1}}')
         create.append(
             f'    std::vector<float> coefficients = fields.getFloats("{o.array_field}").value_or('
             "std::vector<float>{0.F, 1.F});\n"
         )
     else:
         create.append("    std::vector<float> coefficients;\n")
+    if not declare:
+        # No fields to read; the creator's FieldReader still checks the collection.
+        create.insert(0, "    static_cast<void>(fields);  // no fields\n")
     create.append(f"    return std::make_unique<{cls}Plugin>({name}, std::move(coefficients));\n")
     s["serialize_body"] = "".join(serialize) or "    static_cast<void>(writer);  // no fields\n"
-    s["declare_body"] = "".join(declare)
+    # std::array's deduction needs an element; a plugin without fields names the type.
+    s["fields_array"] = "std::array" if declare else "std::array<FieldDeclaration, 0>"
+    s["field_declarations"] = ", ".join(declare)
     s["create_body"] = "".join(create)
     return s
 

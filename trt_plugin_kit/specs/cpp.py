@@ -1,4 +1,4 @@
-"""The C++ tools' copy of the plugin specs: ``harness::pluginSpecs()`` (plugins/harness/plugin_specs.h),
+"""The C++ tools' copy of the plugin specs: ``harness::pluginSpecs()`` (plugins/harness/core/plugin_specs.h),
 generated from plugins/*/spec.yaml when plugin_harness / plugin_stress are built
 (plugins/harness/CMakeLists.txt runs ``python -m trt_plugin_kit.specs cpp OUTPUT``)."""
 
@@ -116,7 +116,7 @@ def source(specs: dict[str, plugin_spec.PluginSpec] | None = None) -> str:
     return "\n".join(
         [
             "// Generated from plugins/*/spec.yaml (python -m trt_plugin_kit.specs cpp): do not edit.",
-            '#include "plugin_specs.h"',
+            '#include "core/plugin_specs.h"',
             "",
             "namespace harness",
             "{",

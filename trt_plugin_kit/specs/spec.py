@@ -328,7 +328,8 @@ def _tree(dim: str) -> ast.AST:
 
 
 def dim_to_cpp(dim: Any) -> str:
-    """A dimension as a C++ expression over ``FieldValues const& f`` (see plugins/harness/plugin_specs.h)."""
+    """A dimension as a C++ expression over ``FieldValues const& f``
+    (see plugins/harness/core/plugin_specs.h)."""
     if isinstance(dim, int):
         return f"int64_t{{{dim}}}"
 

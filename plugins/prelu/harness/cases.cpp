@@ -1,7 +1,7 @@
-// PReLU (per-channel and shared slope, channel axis 1) and LeakyReLU.
-#include <cmath>
+// PReLU's conformance cases: per-channel and shared slope, channel axis 1.
+#include "conformance/cases.h"
 
-#include "cases.h"
+#include <cmath>
 
 namespace harness
 {
@@ -48,32 +48,7 @@ Case preluCase(DataType type, std::vector<int64_t> shape, bool shared, bool dump
     return c;
 }
 
-Case leakyCase(DataType type, std::vector<int64_t> shape, float slope, bool dump = false)
-{
-    Case c;
-    c.plugin = "LeakyReLU";
-    c.label =
-        std::string(typeName(type)) + " " + toString(makeDims(shape)) + " slope=" + std::to_string(slope);
-    c.fields.addFloat("negative_slope", slope);
-    c.inputs = {{type, makeDims(shape)}};
-    c.outputs = c.inputs;
-    c.tolerance = toleranceFor(type);
-    c.dump = dump;
-    c.generate = [slope](std::vector<HostTensor>& in, std::vector<Reference>& refs, std::mt19937& rng)
-    {
-        fillUniform(in[0], rng, -3.0, 3.0);
-        refs[0].values.resize(static_cast<size_t>(in[0].count()));
-        for (int64_t i = 0; i < in[0].count(); ++i)
-        {
-            double const x = in[0].get(i);
-            refs[0].values[i] = x > 0 ? x : static_cast<double>(slope) * x;
-        }
-    };
-    return c;
-}
-}  // namespace
-
-void addActivationCases(Suite& suite)
+void addPReluCases(Suite& suite)
 {
     for (DataType type : {DataType::kFLOAT, DataType::kHALF})
     {
@@ -88,19 +63,7 @@ void addActivationCases(Suite& suite)
         suite.cases.push_back(preluCase(type, {11}, true));                 // rank 1, shared slope
         suite.cases.push_back(preluCase(type, {4096, 20, 12, 12}, false));  // batch in the thousands
         suite.cases.push_back(preluCase(type, {8, 64, 112, 112}, false));   // large
-        suite.cases.push_back(leakyCase(type, {1, 500}, 0.01F, true));
-        suite.cases.push_back(leakyCase(type, {13}, 0.2F));
-        suite.cases.push_back(leakyCase(type, {3, 5, 7}, 0.1F));
-        suite.cases.push_back(leakyCase(type, {2, 3, 4, 5, 6, 7}, -0.5F));
-        suite.cases.push_back(leakyCase(type, {4096, 1001}, 0.01F));
-        suite.cases.push_back(leakyCase(type, {8, 64, 112, 112}, 0.01F));
     }
-    // LeakyReLU's default slope (no fields at all).
-    Case defaults = leakyCase(DataType::kFLOAT, {2, 9}, 0.01F);
-    defaults.fields = FieldSet();
-    defaults.label = "fp32 [2,9] default negative_slope";
-    suite.cases.push_back(defaults);
-
     auto reject = [&](char const* plugin, std::string label, FieldSet fields, std::string expect) {
         suite.rejects.push_back({plugin, std::move(label), std::move(fields), std::move(expect)});
     };
@@ -109,9 +72,6 @@ void addActivationCases(Suite& suite)
     reject("PReLU", "NaN slope", FieldSet().addFloats("slopes", {0.1F, NAN}), "slopes");
     reject("PReLU", "slopes as int", FieldSet().addInts("slopes", {1, 2}), "slopes");
     reject("PReLU", "infinite slope", FieldSet().addFloats("slopes", {INFINITY}), "slopes");
-    reject("LeakyReLU", "NaN slope", FieldSet().addFloat("negative_slope", NAN), "negative_slope");
-    reject("LeakyReLU", "two slopes", FieldSet().addFloats("negative_slope", {0.1F, 0.2F}), "negative_slope");
-    reject("LeakyReLU", "slope as string", FieldSet().addString("negative_slope", "0.1"), "negative_slope");
 
     suite.shapeErrors.push_back({"PReLU",
                                  "slopes length does not match C",
@@ -126,5 +86,8 @@ void addActivationCases(Suite& suite)
                                  {{DataType::kFLOAT, makeDims({3})}},
                                  "rank"});
 }
+}  // namespace
+
+TRT_PLUGIN_KIT_HARNESS_CASES(addPReluCases);
 
 }  // namespace harness

@@ -1,7 +1,7 @@
 // L2Normalize: y = x / sqrt(max(sum(x^2 over axis), eps)).
-#include <cmath>
+#include "conformance/cases.h"
 
-#include "cases.h"
+#include <cmath>
 
 namespace harness
 {
@@ -49,7 +49,6 @@ Case l2Case(DataType type, std::vector<int64_t> shape, int32_t axis, float eps =
     };
     return c;
 }
-}  // namespace
 
 void addL2NormalizeCases(Suite& suite)
 {
@@ -92,5 +91,8 @@ void addL2NormalizeCases(Suite& suite)
                                  {{DataType::kFLOAT, makeDims({4, 8})}},
                                  "axis"});
 }
+}  // namespace
+
+TRT_PLUGIN_KIT_HARNESS_CASES(addL2NormalizeCases);
 
 }  // namespace harness

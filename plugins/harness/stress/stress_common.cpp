@@ -1,4 +1,4 @@
-#include "stress_common.h"
+#include "stress/stress_common.h"
 
 #include <malloc.h>
 #include <unistd.h>
@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
-#include "plugin_specs.h"
-#include "runner.h"
+#include "conformance/runner.h"
+#include "core/plugin_specs.h"
 
 namespace stress
 {

@@ -1,5 +1,5 @@
 // ConcatCopy: out0 = concat(in0, in1) along axis 0, out1 = copy of in0.
-#include "cases.h"
+#include "conformance/cases.h"
 
 namespace harness
 {
@@ -29,7 +29,6 @@ Case concatCase(DataType type, std::vector<int64_t> a, std::vector<int64_t> b, b
     };
     return c;
 }
-}  // namespace
 
 void addConcatCopyCases(Suite& suite)
 {
@@ -60,5 +59,8 @@ void addConcatCopyCases(Suite& suite)
          {{DataType::kFLOAT, makeDims({4, 3})}, {DataType::kFLOAT, makeDims({2, 3})}},
          "rank"});
 }
+}  // namespace
+
+TRT_PLUGIN_KIT_HARNESS_CASES(addConcatCopyCases);
 
 }  // namespace harness

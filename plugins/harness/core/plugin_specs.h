@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "host_tensor.h"
+#include "core/host_tensor.h"
 
 namespace harness
 {

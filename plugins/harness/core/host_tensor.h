@@ -83,4 +83,19 @@ private:
 
 size_t fieldTypeSize(nvinfer1::PluginFieldType type);
 
+//! A tensor's type and dims as a case declares it (the harness allocates and fills it).
+struct TensorSpec
+{
+    nvinfer1::DataType type;
+    nvinfer1::Dims dims;
+};
+
+//! Float64 reference of one output; `scale[i]` (optional) is the magnitude an error at i is relative to
+//! (e.g. sum |x*w| for a dot product); without it, max(|value|, 1e-3 * max|value|) is used.
+struct Reference
+{
+    std::vector<double> values;
+    std::vector<double> scale;
+};
+
 }  // namespace harness

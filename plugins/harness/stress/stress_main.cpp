@@ -14,7 +14,7 @@
 #include <map>
 #include <string>
 
-#include "stress_common.h"
+#include "stress/stress_common.h"
 
 using namespace stress;
 

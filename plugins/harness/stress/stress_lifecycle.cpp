@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "runner.h"
-#include "stress_common.h"
+#include "conformance/runner.h"
+#include "stress/stress_common.h"
 
 namespace stress
 {

@@ -1,4 +1,4 @@
-#include "host_tensor.h"
+#include "core/host_tensor.h"
 
 #include <cuda_fp16.h>
 

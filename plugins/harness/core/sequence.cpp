@@ -1,5 +1,5 @@
 // Shared by every program that plays TensorRT's part (plugin_harness, plugin_stress, the benchmark).
-#include "sequence.h"
+#include "core/sequence.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "cases.h"
-#include "sequence.h"
-#include "tool_support.h"
-#include "trt_fakes.h"
+#include "conformance/cases.h"
+#include "core/sequence.h"
+#include "core/tool_support.h"
+#include "core/trt_fakes.h"
 
 namespace stress
 {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "cases.h"
-#include "trt_fakes.h"
+#include "core/host_tensor.h"
+#include "core/trt_fakes.h"
 
 namespace harness
 {

@@ -1,13 +1,13 @@
 // Pool: 2-D max / average pooling of NCHW (ONNX MaxPool / AveragePool, floor rounding), FP32, FP16 and true
 // INT8 with requantization y = clamp(round_half_even(value * input_scale / output_scale), -128, 127).
+#include "conformance/cases.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
-
-#include "cases.h"
 
 namespace harness
 {
@@ -185,7 +185,6 @@ PoolSpec withScales(PoolSpec p, float in, float out)
     p.outputScale = out;
     return p;
 }
-}  // namespace
 
 void addPoolCases(Suite& suite)
 {
@@ -305,5 +304,8 @@ void addPoolCases(Suite& suite)
                "width");
     shapeError("rank 3 input", base().addInts("kernel", {2, 2}), {3, 8, 8}, {3, 4, 4}, "rank");
 }
+}  // namespace
+
+TRT_PLUGIN_KIT_HARNESS_CASES(addPoolCases);
 
 }  // namespace harness

@@ -1,4 +1,4 @@
-#include "runner.h"
+#include "conformance/runner.h"
 
 #include <cuda_runtime_api.h>
 
@@ -11,8 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "sequence.h"
-#include "tool_support.h"
+#include "core/sequence.h"
+#include "core/tool_support.h"
 
 namespace harness
 {

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "cases.h"
-#include "trt_fakes.h"
+#include "conformance/cases.h"
+#include "core/trt_fakes.h"
 
 namespace harness
 {

@@ -1,7 +1,7 @@
 // FullyConnected: y[N, M] = x[N, K] . W^T + b (cuBLASLt, FP32 compute with TF32 off).
-#include <cmath>
+#include "conformance/cases.h"
 
-#include "cases.h"
+#include <cmath>
 
 namespace harness
 {
@@ -65,7 +65,6 @@ Case fcCase(DataType type, std::vector<int64_t> inputShape, int32_t numOutputs, 
     };
     return c;
 }
-}  // namespace
 
 void addFullyConnectedCases(Suite& suite)
 {
@@ -115,5 +114,8 @@ void addFullyConnectedCases(Suite& suite)
          {{DataType::kFLOAT, makeDims({2, 3})}},
          "K="});
 }
+}  // namespace
+
+TRT_PLUGIN_KIT_HARNESS_CASES(addFullyConnectedCases);
 
 }  // namespace harness

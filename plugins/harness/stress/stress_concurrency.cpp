@@ -12,8 +12,8 @@
 #include <sstream>
 #include <thread>
 
-#include "runner.h"
-#include "stress_common.h"
+#include "conformance/runner.h"
+#include "stress/stress_common.h"
 
 namespace stress
 {

@@ -1,11 +1,11 @@
-#include "tool_support.h"
+#include "core/tool_support.h"
 
 #include <dlfcn.h>
 
 #include <stdexcept>
 
-#include "sequence.h"
-#include "trt_fakes.h"
+#include "core/sequence.h"
+#include "core/trt_fakes.h"
 
 namespace harness
 {

@@ -17,12 +17,12 @@
 #include <sstream>
 #include <string>
 
-#include "cases.h"
-#include "plugin_specs.h"
-#include "runner.h"
-#include "sequence.h"
-#include "tool_support.h"
-#include "trt_fakes.h"
+#include "conformance/cases.h"
+#include "conformance/runner.h"
+#include "core/plugin_specs.h"
+#include "core/sequence.h"
+#include "core/tool_support.h"
+#include "core/trt_fakes.h"
 
 using namespace harness;
 

@@ -1,30 +1,15 @@
-// What a conformance case is. The first plugins contribute their cases in cases_<plugin>.cpp; a plugin folder
-// may instead hold its own in plugins/<name>/harness/*.cpp, registered with TRT_PLUGIN_KIT_HARNESS_CASES (the
-// scaffold does this), which the harness's CMake collects with no edit here.
+// What a conformance case is. Every plugin folder holds its own cases in plugins/<name>/harness/*.cpp,
+// registered with TRT_PLUGIN_KIT_HARNESS_CASES, which the harness's CMake collects with no edit here.
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "host_tensor.h"
+#include "core/host_tensor.h"
 
 namespace harness
 {
-
-struct TensorSpec
-{
-    nvinfer1::DataType type;
-    nvinfer1::Dims dims;
-};
-
-//! Float64 reference of one output; `scale[i]` (optional) is the magnitude an error at i is relative to
-//! (e.g. sum |x*w| for a dot product); without it, max(|value|, 1e-3 * max|value|) is used.
-struct Reference
-{
-    std::vector<double> values;
-    std::vector<double> scale;
-};
 
 //! One full run through TensorRT's call sequence, compared with a reference.
 struct Case
@@ -79,24 +64,18 @@ inline double toleranceFor(nvinfer1::DataType type)
     return type == nvinfer1::DataType::kHALF ? kFp16Tolerance : kFp32Tolerance;
 }
 
-void addL2NormalizeCases(Suite& suite);
-void addActivationCases(Suite& suite);  // PReLU and LeakyReLU
-void addFullyConnectedCases(Suite& suite);
-void addPoolCases(Suite& suite);
-void addConcatCopyCases(Suite& suite);
-
 using CaseAdder = void (*)(Suite&);
 //! Records a plugin folder's case function (from a static initializer; see TRT_PLUGIN_KIT_HARNESS_CASES).
 struct CaseRegistration
 {
     explicit CaseRegistration(CaseAdder add);
 };
-//! Every suite: the cases above, then the plugin folders' registered ones.
+//! Every plugin folder's registered cases, in link order (plugin folders sorted by name).
 Suite allCases();
 
 }  // namespace harness
 
-// One line in a plugin folder's harness/cases.cpp (outside any namespace):
+// One line in a plugin folder's harness/cases.cpp, in the namespace that holds the function:
 // TRT_PLUGIN_KIT_HARNESS_CASES(addMyCases);
 #define TRT_PLUGIN_KIT_HARNESS_CASES(function)                           \
     namespace                                                            \

@@ -1,4 +1,4 @@
-#include "trt_fakes.h"
+#include "core/trt_fakes.h"
 
 #include <dlfcn.h>
 
