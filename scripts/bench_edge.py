@@ -120,14 +120,45 @@ async def hammer_grpc(target: str, payload: bytes, seconds: float, concurrency: 
     return latencies, failures
 
 
-def summarize(latencies: list[float], failures: int, seconds: float) -> dict:
+def summarize(
+    latencies: list[float], failures: int, seconds: float, server_cpu: float, client_cpu: float
+) -> dict:
     ms = sorted(1000 * x for x in latencies)
     return {
         "requests_per_s": round(len(ms) / seconds, 1),
         "p50_ms": round(statistics.median(ms), 2),
         "p99_ms": round(ms[int(0.99 * (len(ms) - 1))], 2),
         "failures": failures,
+        # CPU per request, whole machine's share of it: the server's processes (tritonserver, its stubs, the
+        # edge and its gRPC front) and this client. Unlike throughput, other work on the machine barely
+        # moves it; at saturation on dedicated cores, throughput is inversely proportional to it.
+        "server_cpu_us_per_request": round(1e6 * server_cpu / max(len(ms), 1)),
+        "client_cpu_us_per_request": round(1e6 * client_cpu / max(len(ms), 1)),
+        "cpu_us_per_request": round(1e6 * (server_cpu + client_cpu) / max(len(ms), 1)),
     }
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_seconds(roots: list[int]) -> float:
+    """User + system CPU time of `roots` and every process below them (from /proc)."""
+    parents, ticks = {}, {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+    wanted, grown = set(roots), True
+    while grown:
+        below = {pid for pid, parent in parents.items() if parent in wanted} - wanted
+        wanted |= below
+        grown = bool(below)
+    return sum(ticks.get(pid, 0) for pid in wanted) / CLOCK_TICKS
 
 
 def machine() -> str:
@@ -148,7 +179,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     record_path = OUT_DIR / "edge-overhead.json"
-    previous = json.loads(record_path.read_text()) if record_path.is_file() else None
+    replaced = json.loads(record_path.read_text()) if record_path.is_file() else None
     grpc_front = "compiled (edge/native)" if native_binary() is not None else "Python (grpcio)"
     results = {}
     load_before = os.getloadavg()
@@ -170,6 +201,7 @@ def main() -> int:
         for protocol, kind, spec in plan:
             targets = {n: s for n, s in servers.items() if protocol == "grpc" or n != PYTHON_FRONT}
             collected = {name: ([], 0) for name in targets}
+            cpu = {name: [0.0, 0.0] for name in targets}  # server tree, this client (seconds)
             for round_index in range(args.rounds):
                 for name, server in targets.items():
                     print(f"{protocol} {kind}: round {round_index + 1}/{args.rounds}, {name} ...", flush=True)
@@ -180,19 +212,30 @@ def main() -> int:
                         )
                     else:
                         run = hammer_grpc(server.grpc_url, spec, args.seconds, args.concurrency)
+                    roots = [p.pid for p in (server.process, server.edge_process) if p is not None]
+                    server_before, client_before = tree_cpu_seconds(roots), sum(os.times()[:2])
                     latencies, failures = asyncio.run(run)
+                    cpu[name][0] += tree_cpu_seconds(roots) - server_before
+                    cpu[name][1] += sum(os.times()[:2]) - client_before
                     previous = collected[name]
                     collected[name] = (previous[0] + latencies, previous[1] + failures)
             seconds = args.seconds * args.rounds
-            row = {name: summarize(*collected[name], seconds) for name in targets}
+            row = {name: summarize(*collected[name], seconds, *cpu[name]) for name in targets}
             row["throughput_ratio"] = round(
                 row["edge on"]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
+            )
+            row["cpu_ratio"] = round(
+                row["edge off"]["cpu_us_per_request"] / row["edge on"]["cpu_us_per_request"], 3
             )
             if PYTHON_FRONT in row:
                 row["python_front_throughput_ratio"] = round(
                     row[PYTHON_FRONT]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
                 )
+                row["python_front_cpu_ratio"] = round(
+                    row["edge off"]["cpu_us_per_request"] / row[PYTHON_FRONT]["cpu_us_per_request"], 3
+                )
             results[f"{protocol}: {kind}"] = row
+            print(f"{protocol}: {kind}: {json.dumps(row)}", flush=True)
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT, check=False
     ).stdout.strip()
@@ -211,11 +254,14 @@ def main() -> int:
         "load_average_before_after": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "results": results,
     }
-    if previous is not None:
+    if replaced is not None:
         record["previous"] = {
-            "commit": previous.get("commit"),
-            "date": previous.get("date"),
-            "throughput_ratio": {k: v["throughput_ratio"] for k, v in previous.get("results", {}).items()},
+            "commit": replaced.get("commit"),
+            "date": replaced.get("date"),
+            "throughput_ratio": {k: v["throughput_ratio"] for k, v in replaced.get("results", {}).items()},
+            "cpu_ratio": {
+                k: v["cpu_ratio"] for k, v in replaced.get("results", {}).items() if "cpu_ratio" in v
+            },
         }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     record_path.write_text(json.dumps(record, indent=2) + "\n")
@@ -232,21 +278,42 @@ def main() -> int:
         f"{record['load_average_before_after'][0]} before, {record['load_average_before_after'][1]} after): "
         "the rounds alternate the targets so that it falls on each alike.",
         "",
-        "| request | target | req/s | p50 ms | p99 ms | failures |",
-        "| --- | --- | ---: | ---: | ---: | ---: |",
+        "CPU µs/request: the server's processes (tritonserver, its Python stubs, the edge) plus this client, "
+        "per answered request; **CPU ratio** = edge off's / edge on's, the throughput ratio the same cores "
+        "would give without other work on them.",
+        "",
+        "| request | target | req/s | p50 ms | p99 ms | failures | CPU µs/request (server + client) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for kind, by_target in results.items():
         for name in ("edge on", "edge off", PYTHON_FRONT):
             if name not in by_target:
                 continue
             row = by_target[name]
-            cells = [kind, name, row["requests_per_s"], row["p50_ms"], row["p99_ms"], row["failures"]]
+            cpu_cell = (
+                f"{row['cpu_us_per_request']} ({row['server_cpu_us_per_request']} + "
+                f"{row['client_cpu_us_per_request']})"
+            )
+            cells = [
+                kind,
+                name,
+                row["requests_per_s"],
+                row["p50_ms"],
+                row["p99_ms"],
+                row["failures"],
+                cpu_cell,
+            ]
             lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
-        lines.append(f"| {kind} | **on / off throughput** | **{by_target['throughput_ratio']}** | | | |")
+        lines.append(
+            f"| {kind} | **on / off: throughput, CPU ratio** | **{by_target['throughput_ratio']}** | | | | "
+            f"**{by_target['cpu_ratio']}** |"
+        )
         if "python_front_throughput_ratio" in by_target:
-            ratio = by_target["python_front_throughput_ratio"]
-            lines.append(f"| {kind} | {PYTHON_FRONT} / off throughput | {ratio} | | | |")
-    if previous is not None:
+            lines.append(
+                f"| {kind} | {PYTHON_FRONT} / off | {by_target['python_front_throughput_ratio']} | | | | "
+                f"{by_target['python_front_cpu_ratio']} |"
+            )
+    if replaced is not None:
         before = record["previous"]
         lines += [
             "",

@@ -6,6 +6,10 @@ inference request becomes a trt_plugin_kit.serving.edge.tensors.InferRequest, is
 and is
 re-encoded into a fresh message (typed ``contents`` become ``raw_input_contents``; unknown fields and client
 metadata are dropped). Responses come back from tritonserver as bytes and are passed on unparsed.
+
+Where the compiled front is built (edge/native, started by native_front.py), it holds the public port and
+answers ModelInfer itself under these rules; this front then listens on a private Unix socket and answers the
+other methods, which the binary relays with only the admin-key metadata.
 """
 
 from __future__ import annotations
