@@ -77,38 +77,59 @@ def image_present() -> bool:
     return subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode == 0
 
 
-def wheel_path() -> Path:
-    """The perf-analyzer wheel in the host's wheelhouse, downloaded there once (pip, PyPI) if missing."""
-    pattern = f"perf_analyzer-{PERF_ANALYZER_VERSION}-*{WHEEL_PLATFORM}.whl"
-    found = sorted(WHEELHOUSE.glob(pattern))
-    if found:
-        return found[0]
+@dataclass(frozen=True)
+class Wheel:
+    requirement: str
+    filename: str
+    platform: str
+
+
+# perf_analyzer dlopens libcudart.so for any --shared-memory (system too) and aborts without it; NVIDIA's CUDA
+# runtime wheel gives the root one (loaded only: no GPU is needed for system shared memory).
+WHEELS = (
+    Wheel(PERF_ANALYZER_REQUIREMENT, f"perf_analyzer-{PERF_ANALYZER_VERSION}-py3-none-{WHEEL_PLATFORM}.whl",
+          WHEEL_PLATFORM),
+    Wheel("nvidia-cuda-runtime-cu12==12.9.79",
+          "nvidia_cuda_runtime_cu12-12.9.79-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+          "manylinux2014_x86_64"),
+)  # fmt: skip
+IN_ROOT_LIBRARIES = "/opt/perf_analyzer/lib"
+
+
+def wheel_path(wheel: Wheel) -> Path:
+    """The wheel in the host's wheelhouse, downloaded there once (pip, PyPI) if missing."""
+    path = WHEELHOUSE / wheel.filename
+    if path.is_file():
+        return path
     WHEELHOUSE.mkdir(parents=True, exist_ok=True)
-    print(f"perf-analyzer: pip download {PERF_ANALYZER_REQUIREMENT} into {WHEELHOUSE}", flush=True)
+    print(f"perf-analyzer: pip download {wheel.requirement} into {WHEELHOUSE}", flush=True)
     command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:"]
-    command += ["--platform", WHEEL_PLATFORM, "--dest", str(WHEELHOUSE), PERF_ANALYZER_REQUIREMENT]
-    if subprocess.run(command, check=False).returncode != 0 or not sorted(WHEELHOUSE.glob(pattern)):
+    command += ["--platform", wheel.platform, "--dest", str(WHEELHOUSE), wheel.requirement]
+    if subprocess.run(command, check=False).returncode != 0 or not path.is_file():
         raise ToolUnavailable(
-            f"the {PERF_ANALYZER_REQUIREMENT} wheel is not in {WHEELHOUSE} and pip could not download it; "
-            f"put perf_analyzer-{PERF_ANALYZER_VERSION}-py3-none-{WHEEL_PLATFORM}.whl there"
+            f"{wheel.filename} is not in {WHEELHOUSE} and pip could not download it; put it there"
         )
-    return sorted(WHEELHOUSE.glob(pattern))[0]
+    return path
 
 
-def root_stamp(wheel: Path) -> str:
-    return f"{wheel.name}\n{DEBIAN_SUITE}: {DEBIAN_PACKAGES}\n"
+def _stamp_lines(root: Path) -> list[str]:
+    stamp = root / ROOT_STAMP
+    return stamp.read_text().splitlines() if stamp.is_file() else []
+
+
+def expected_stamp() -> list[str]:
+    """What a whole root records: its Debian packages, then the wheels unpacked into it."""
+    return [f"{DEBIAN_SUITE}: {DEBIAN_PACKAGES}", *(wheel.filename for wheel in WHEELS)]
 
 
 def root_ready(root: Path = ROOT_DIR) -> bool:
-    """Whether the root is made whole, with the wheel and the packages asked for now."""
-    stamp = root / ROOT_STAMP
-    if not stamp.is_file() or not (root / IN_ROOT_BINARY.lstrip("/")).is_file():
-        return False
-    return stamp.read_text().splitlines()[1:] == root_stamp(Path("x")).splitlines()[1:]
+    """Whether the root is made whole, with the packages and wheels asked for now."""
+    return _stamp_lines(root) == expected_stamp() and (root / IN_ROOT_BINARY.lstrip("/")).is_file()
 
 
 def make_root(root: Path = ROOT_DIR) -> Path:
-    """The Debian 13 root with perf_analyzer in /opt/perf_analyzer, made once (debootstrap: a few minutes)."""
+    """The Debian 13 root with perf_analyzer in /opt/perf_analyzer, made once (debootstrap: a few minutes);
+    new wheels go into an existing root of the same packages without a second debootstrap."""
     if root_ready(root):
         return root
     if os.geteuid() != 0 or shutil.which("debootstrap") is None:
@@ -118,7 +139,18 @@ def make_root(root: Path = ROOT_DIR) -> Path:
             "as root (apt-get install debootstrap). Or install it natively on a newer host (pip install "
             "'.[perf]'), or give a Docker daemon the image (make perf-image where root is)."
         )
-    wheel = wheel_path()
+    wheels = [wheel_path(wheel) for wheel in WHEELS]
+    if _stamp_lines(root)[:1] != expected_stamp()[:1]:
+        debootstrap(root)
+    target = root / IN_ROOT_BINARY.lstrip("/").split("/bin/")[0]
+    shutil.rmtree(target, ignore_errors=True)
+    install_perf_analyzer(wheels[0], target)
+    install_cuda_runtime(wheels[1], root / IN_ROOT_LIBRARIES.lstrip("/"))
+    (root / ROOT_STAMP).write_text("\n".join(expected_stamp()) + "\n")
+    return root
+
+
+def debootstrap(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{root.name}-", dir=root.parent))
@@ -137,18 +169,28 @@ def make_root(root: Path = ROOT_DIR) -> Path:
         for entry in (scratch / cache).glob("*"):
             if entry.is_file():
                 entry.unlink()
-    install_wheel(wheel, scratch / "opt")
-    (scratch / ROOT_STAMP).write_text(root_stamp(wheel))
+    (scratch / ROOT_STAMP).write_text(expected_stamp()[0] + "\n")  # the packages; wheels come next
     scratch.rename(root)
-    return root
 
 
-def install_wheel(wheel: Path, target: Path) -> None:
-    """The wheel's perf_analyzer package unpacked into target/perf_analyzer (the binary made executable)."""
+def install_perf_analyzer(wheel: Path, target: Path) -> None:
+    """The wheel's perf_analyzer package unpacked as target (target/bin/perf_analyzer made executable)."""
     with zipfile.ZipFile(wheel) as archive:
         members = [name for name in archive.namelist() if name.startswith("perf_analyzer/")]
-        archive.extractall(target, members)
-    (target / "perf_analyzer" / "bin" / "perf_analyzer").chmod(0o755)
+        archive.extractall(target.parent, members)
+    if target.name != "perf_analyzer":
+        (target.parent / "perf_analyzer").rename(target)
+    (target / "bin" / "perf_analyzer").chmod(0o755)
+
+
+def install_cuda_runtime(wheel: Path, lib_dir: Path) -> None:
+    """libcudart.so.12 of NVIDIA's wheel into lib_dir, with the unversioned name perf_analyzer dlopens."""
+    lib_dir.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(wheel) as archive:
+        member = next(name for name in archive.namelist() if name.endswith("/libcudart.so.12"))
+        (lib_dir / "libcudart.so.12").write_bytes(archive.read(member))
+    (lib_dir / "libcudart.so").unlink(missing_ok=True)
+    (lib_dir / "libcudart.so").symlink_to("libcudart.so.12")
 
 
 def make_image(root: Path = ROOT_DIR) -> str:
@@ -159,7 +201,16 @@ def make_image(root: Path = ROOT_DIR) -> str:
     print(f"perf-analyzer: docker import {root} as {IMAGE}", flush=True)
     tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
     imported = subprocess.run(
-        ["docker", "import", "--change", "ENV PATH=/opt/perf_analyzer/bin:/usr/bin:/bin", "-", IMAGE],
+        [
+            "docker",
+            "import",
+            "--change",
+            "ENV PATH=/opt/perf_analyzer/bin:/usr/bin:/bin",
+            "--change",
+            f"ENV LD_LIBRARY_PATH={IN_ROOT_LIBRARIES}",
+            "-",
+            IMAGE,
+        ],  # fmt: skip
         stdin=tar.stdout,
         capture_output=True,
         text=True,
@@ -209,7 +260,7 @@ class PerfAnalyzer:
         )
         return [
             "unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "perf-chroot",
-            str(root), str(workdir), IN_ROOT_BINARY, *args,
+            str(root), str(workdir), "env", f"LD_LIBRARY_PATH={IN_ROOT_LIBRARIES}", IN_ROOT_BINARY, *args,
         ]  # fmt: skip
 
 
