@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import subprocess
 import sys
 import urllib.request
 from datetime import datetime, timezone
@@ -150,6 +151,18 @@ def server_ready(location: ServerLocation) -> str | None:
         return f"{url}: {error}"
 
 
+def commit() -> str:
+    """The checkout's commit (with '+' when it has changes), or '?' outside a git checkout (compose image)."""
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "diff", "--quiet", "HEAD"], capture_output=True)
+    except OSError:
+        return "?"
+    return head.stdout.strip() + ("+" if dirty.returncode else "") if head.returncode == 0 else "?"
+
+
 def machine() -> str:
     lines = Path("/proc/cpuinfo").read_text().splitlines()
     model = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "?")
@@ -182,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
         "",
         f"- tool: {perf.describe()}",
         f"- machine: {machine()}",
+        f"- commit: {commit()}",
         f"- requests: batch {', '.join(f'{m} {b}' for m, b in _batches(args.models))}; input data generated "
         "from samples/digits/ and seeded vectors (loadtests/perf/data.py)",
         f"- sweep: concurrency {','.join(map(str, args.concurrency))}, measurement window "
@@ -190,8 +204,12 @@ def run(args: argparse.Namespace) -> int:
     edge_off = None
     if args.compare_edge:
         rows, edge_off = _compare_edge(perf, args, input_data, out_dir, settings)
+        from trt_plugin_kit.serving.edge.native_front import native_binary
+
+        front = f"native ({native_binary()})" if native_binary() else "Python (no make edge-native build)"
         header.append(
-            "- servers: two CPU servers started for this run (edge on; --edge off), measured in turn"
+            "- servers: two CPU servers started for this run (edge on, `make serve`; and `--edge off`), "
+            f"measured in turn, model by model; the edge's gRPC front: {front}"
         )
     else:
         location = ServerLocation.from_args(args)
