@@ -31,7 +31,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TEST_CUDA_ARCHITECTURES ?= $(if $(HAS_GPU),,90-real)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest numeric-threads test compose-test lint format docs serve loadtest clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest numeric-threads test compose-test lint format docs serve loadtest perf perf-image clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -182,6 +182,18 @@ k8s-generate: venv
 
 loadtest: venv
 	$(PY) -m loadtests $(LOADTEST_ARGS)
+
+# NVIDIA's perf_analyzer against the running server (make serve): every model, both protocols, a concurrency
+# sweep, reports/perf-<time>/report.md. Native where glibc >= 2.38 (the wheel of the extra perf), else from a
+# Debian 13 root made once into build/perf-analyzer/ (root and debootstrap), else the image below (Docker).
+perf: venv
+	@if [ ! -x $(VENV)/bin/perf_analyzer ] && $(PY) -c 'import sys; from loadtests.perf import tool; \
+	  sys.exit(tool.glibc_version() < tool.MIN_GLIBC)'; then $(PY) -m pip install -q -e '.[perf]'; fi
+	$(PY) -m loadtests.perf $(PERF_ARGS)
+
+# The Debian 13 root with perf_analyzer as the Docker image of the compose service `perf` (profile loadtest).
+perf-image: venv
+	$(PY) -m loadtests.perf --tool docker --prepare-only
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -98,6 +98,7 @@ def test_compose_file_parses_and_every_service_has_its_profile(compose):
         "triton": ["gpu"],
         "triton-cpu": ["cpu"],
         "loadtest": ["loadtest"],
+        "perf": ["loadtest"],
     }
 
 
@@ -259,11 +260,12 @@ def test_triton_starts_only_after_the_builder_succeeded(compose):
 
 def test_loadtest_waits_for_whichever_server_its_profile_starts(compose):
     services = compose["services"]
-    for server in ("triton", "triton-cpu"):
-        dependency = services["loadtest"]["depends_on"][server]
-        assert dependency == {"condition": "service_healthy", "required": False}
-    # Both servers answer as `triton` on the compose network.
-    assert service_env(services["loadtest"])["TRITON_HOST"] == "triton"
+    for client in ("loadtest", "perf"):
+        for server in ("triton", "triton-cpu"):
+            dependency = services[client]["depends_on"][server]
+            assert dependency == {"condition": "service_healthy", "required": False}
+        # Both servers answer as `triton` on the compose network.
+        assert service_env(services[client])["TRITON_HOST"] == "triton"
     assert services["triton-cpu"]["networks"]["default"]["aliases"] == ["triton"]
 
 
@@ -537,8 +539,8 @@ def test_docker_compose_accepts_the_files_and_profiles_select_the_services():
 
     assert services() == {"builder", "triton"}  # .env: COMPOSE_PROFILES=gpu
     assert services("--profile", "cpu") == {"triton-cpu"}
-    assert services("--profile", "cpu", "--profile", "loadtest") == {"triton-cpu", "loadtest"}
-    assert services("--profile", "gpu", "--profile", "loadtest") == {"builder", "triton", "loadtest"}
+    assert services("--profile", "cpu", "--profile", "loadtest") == {"triton-cpu", "loadtest", "perf"}
+    assert services("--profile", "gpu", "--profile", "loadtest") == {"builder", "triton", "loadtest", "perf"}
 
     merged = subprocess.run(
         [*base, "-f", str(HOST_NETWORK_FILE), "--profile", "cpu", "config", "--format", "json"],

@@ -1,0 +1,111 @@
+"""perf_analyzer's input data (`--input-data FILE.json`) for every model, generated from the repository.
+
+    python -m loadtests.perf.data OUT_DIR        # writes OUT_DIR/{mnist,mnist_pipeline,l2norm}.json
+
+perf_analyzer's default random data is refused by our server (`mnist` refuses NaN/Inf, which random bytes
+hold; `mnist_pipeline` random strings are no images), so every model gets real data:
+
+  mnist           the PNG digits of samples/digits/ through the server's own preprocessing (decode_digit:
+                  what mnist_preprocess hands to mnist inside mnist_pipeline), FP32 [1, 28, 28] each
+  mnist_pipeline  the same PNG files as BYTES elements: base64 of the 4-byte little-endian length followed by
+                  the bytes (Triton's serialization of one BYTES element; base64 of the bare PNG would be read
+                  as a length of about 1.2 billion)
+  l2norm          FP32 vectors of a fixed seed, with their shape given (the input's dimension is -1)
+
+Each "data" entry is one batch-1 sample; perf_analyzer sends them round-robin and fills a batch of -b N from
+consecutive entries. The files are made at run time (a second each), never committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from trt_plugin_kit.interface import (
+    L2NORM,
+    L2NORM_INPUT,
+    MNIST,
+    MNIST_INPUT,
+    MNIST_PIPELINE,
+    PIPELINE_INPUT,
+    SAMPLES_DIR,
+)
+from trt_plugin_kit.serving.preprocess import decode_digit
+
+PERF_MODELS = (MNIST, MNIST_PIPELINE, L2NORM)
+DEFAULT_L2NORM_DIM = 128  # the load test's default --l2norm-dim: both tools send the same requests
+L2NORM_VECTORS = 64
+SEED = 0
+
+
+def sample_pngs(folder: Path = SAMPLES_DIR) -> list[bytes]:
+    """The PNG files of `folder` (not its subfolders), in name order."""
+    files = sorted(folder.glob("*.png"))
+    if not files:
+        raise FileNotFoundError(f"no *.png digits in {folder}")
+    return [file.read_bytes() for file in files]
+
+
+def _b64(data: bytes) -> dict[str, str]:
+    return {"b64": base64.b64encode(data).decode("ascii")}
+
+
+def bytes_element(data: bytes) -> bytes:
+    """One BYTES tensor element as Triton serializes it: uint32 little-endian length, then the bytes."""
+    return struct.pack("<I", len(data)) + data
+
+
+def mnist_data(pngs: list[bytes]) -> dict:
+    entries = []
+    for png in pngs:
+        tensor = np.ascontiguousarray(decode_digit(png), dtype="<f4")
+        if not np.isfinite(tensor).all():
+            raise ValueError("preprocessing produced a non-finite value")
+        entries.append({MNIST_INPUT: _b64(tensor.tobytes())})
+    return {"data": entries}
+
+
+def pipeline_data(pngs: list[bytes]) -> dict:
+    return {"data": [{PIPELINE_INPUT: _b64(bytes_element(png))} for png in pngs]}
+
+
+def l2norm_data(dim: int = DEFAULT_L2NORM_DIM, count: int = L2NORM_VECTORS) -> dict:
+    vectors = np.random.default_rng(SEED).standard_normal((count, dim)).astype("<f4")
+    return {
+        "data": [{L2NORM_INPUT: {"content": _b64(vector.tobytes()), "shape": [dim]}} for vector in vectors]
+    }
+
+
+def write_input_data(out_dir: Path, l2norm_dim: int = DEFAULT_L2NORM_DIM) -> dict[str, Path]:
+    """{model: path of its input-data JSON} for every model of PERF_MODELS, written into out_dir."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pngs = sample_pngs()
+    documents = {
+        MNIST: mnist_data(pngs),
+        MNIST_PIPELINE: pipeline_data(pngs),
+        L2NORM: l2norm_data(l2norm_dim),
+    }
+    paths = {}
+    for model in PERF_MODELS:
+        paths[model] = out_dir / f"{model}.json"
+        paths[model].write_text(json.dumps(documents[model]))
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--l2norm-dim", type=int, default=DEFAULT_L2NORM_DIM)
+    args = parser.parse_args(argv)
+    for model, path in write_input_data(args.out_dir, args.l2norm_dim).items():
+        print(f"{model}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
