@@ -241,6 +241,15 @@ def supported_options(tritonserver: Path, env: dict[str, str]) -> str:
     return result.stdout + result.stderr
 
 
+def repository_models(model_repository: Path = MODEL_REPOSITORY) -> list[str]:
+    """The models a server of ``model_repository`` serves: ours and those added (new-plugin's), sorted."""
+    return sorted(
+        p.name
+        for p in Path(model_repository).iterdir()
+        if (p / "config.pbtxt").is_file() or (p / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt").is_file()
+    )
+
+
 def check_model_repository(model_repository: Path) -> None:
     """Fail early, with the missing paths, instead of letting Triton start without a model."""
     missing = [str(model_repository / name) for name in MODEL_NAMES if not (model_repository / name).is_dir()]
