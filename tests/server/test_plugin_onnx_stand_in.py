@@ -6,12 +6,18 @@ no model.py of its own:
   for LeakyReLU: answers are the NumPy reference's, bit for bit, alone and under dynamic batching;
 * `mnist_plugin_cpu`: our mnist interface on models/onnx/mnist_plugin.onnx, the file the engine builder
   consumes: answers match the `mnist` CPU model (the native graph in ONNX Runtime) to float32 rounding.
+
+And the tools for any model against them (#24 item 5): `python -m clients tensor` answers with the reference's
+result, `python -m loadtests --mix leaky_relu=1,mnist_plugin_cpu=1` runs with 0 failures.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +32,7 @@ from trt_plugin_kit.interface import (
     MODEL_REPOSITORY,
     MODELS_DIR,
     PLUGIN_ONNX_BACKEND,
+    REPO_ROOT,
 )
 from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.serving.plugin_graph import PluginGraph
@@ -107,12 +114,17 @@ def test_the_scaffolded_model_answers_with_the_reference(server, client):
 
 
 def test_dynamic_batches_answer_each_request_with_its_own_rows(server, client):
+    """24 requests in flight at once (tritonclient's async HTTP, one thread): the dynamic batcher merges them;
+    each answer must hold its own rows."""
     rng = np.random.default_rng(1)
     batches = [rng.standard_normal((1 + i % 4, ITEM)).astype(np.float32) for i in range(24)]
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
-        answers = list(pool.map(lambda x: infer(client, "leaky_relu", {"x": x}, ["y"])["y"], batches))
-    for x, y in zip(batches, answers, strict=True):
-        assert np.array_equal(y, expected(server, x))
+    pending = []
+    for x in batches:
+        tensor = httpclient.InferInput("x", list(x.shape), "FP32")
+        tensor.set_data_from_numpy(x)
+        pending.append(client.async_infer("leaky_relu", [tensor]))
+    for x, request in zip(batches, pending, strict=True):
+        assert np.array_equal(request.get_result().as_numpy("y"), expected(server, x))
 
 
 def test_a_wrong_item_shape_is_refused_and_the_model_keeps_serving(client):
@@ -132,3 +144,42 @@ def test_the_engine_builders_mnist_file_served_on_the_cpu_matches_mnist(client):
     assert np.array_equal(stand_in.argmax(1), native.argmax(1))
     local = PluginGraph(onnx.load(Path(MODELS_DIR) / "onnx" / "mnist_plugin.onnx")).run({"image": images})
     np.testing.assert_allclose(stand_in, local["probabilities"], rtol=0, atol=1e-7)
+
+
+def tool(server, module: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`python -m clients|loadtests` as a user runs it, against this server only (no stray settings)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADTEST_", "TRITON_", "LOCUST_"))}
+    env |= {"TRITON_HTTP_PORT": str(server.ports.http), "TRITON_GRPC_PORT": str(server.ports.grpc)}
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+        timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http"])
+def test_clients_tensor_answers_with_the_reference(server, tmp_path, protocol):
+    x = np.random.default_rng(3).standard_normal((37, ITEM)).astype(np.float32)  # 3 batches of 16
+    np.save(tmp_path / "x.npy", x)
+    result = tool(server, "clients", "tensor", "--model", "leaky_relu", str(tmp_path / "x.npy"),
+                  "--protocol", protocol, "--output", str(tmp_path / "y.npz"))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert np.array_equal(np.load(tmp_path / "y.npz")["y"], expected(server, x))
+    shown = tool(server, "clients", "tensor", "--model", "leaky_relu", str(tmp_path / "x.npy"), "--json")
+    assert np.array_equal(np.array(json.loads(shown.stdout)["outputs"]["y"], np.float32), expected(server, x))
+    bad = tmp_path / "bad.npy"
+    np.save(bad, np.zeros((2, ITEM + 1), np.float32))
+    refused = tool(server, "clients", "tensor", "--model", "leaky_relu", str(bad))
+    assert refused.returncode == 7 and f"'x' has shape [2, {ITEM + 1}]" in refused.stderr
+
+
+def test_load_test_of_stand_in_models_has_no_failures(server, tmp_path):
+    result = tool(
+        server, "loadtests", "--mix", "leaky_relu=2,mnist_plugin_cpu=1", "--users", "2", "--run-time", "4s",
+        "--model-batch", "4", "--reports-dir", str(tmp_path), timeout=150,
+    )  # fmt: skip
+    assert result.returncode == 0, f"{result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+    lines = [line for line in result.stdout.splitlines() if " b4 " in line]
+    assert {"grpc leaky_relu b4", "http mnist_plugin_cpu b4"} <= {
+        " ".join(line.split()[:3]) for line in lines
+    }
+    assert all(" 0 fail" in " ".join(line.split()) for line in lines), lines
