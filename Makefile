@@ -154,15 +154,16 @@ test: lint harness-check pytest
 compose-test: venv
 	$(PY) scripts/compose_test.py $(COMPOSE_TEST_ARGS)
 
+# C++ of new plugin folders too: new-plugin's files are untracked until committed (not ignored ones).
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	clang-format --dry-run --Werror $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+	clang-format --dry-run --Werror $$(git ls-files --cached --others --exclude-standard 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
 
 format: venv
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
-	clang-format -i $$(git ls-files 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+	clang-format -i $$(git ls-files --cached --others --exclude-standard 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
 
 # A working plugin folder to change into your own op: make new-plugin NAME=my_op [NEW_PLUGIN_ARGS="--inputs 2"]
 new-plugin: venv

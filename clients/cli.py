@@ -1,4 +1,4 @@
-"""`python -m clients <command>`: infer, l2norm, eval, health, with the same connection flags on each.
+"""`python -m clients <command>`: infer, l2norm, eval, health, tensor, with the same connection flags on each.
 
 Every command checks the server and the model (readiness, tensor names, dtypes, shapes) before it sends
 data, and every failure ends with one readable `error: ...` line block on stderr and a distinct exit code
@@ -24,6 +24,7 @@ from clients.triton import (
 )
 from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR
 from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.triton.model_io import value_range
 from trt_plugin_kit.triton.options import converter, fraction, non_negative_int, positive_int
 
 
@@ -44,6 +45,18 @@ class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
 def _paragraph(text: str) -> str:
     """Descriptions are wrapped here because the formatter keeps line breaks (for the examples)."""
     return textwrap.fill(text, width=100)
+
+
+def _header_like(form: str):
+    """KEY=VALUE pairs (--header, --input) with the form named in the error."""
+
+    def parse(text: str) -> tuple[str, str]:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip() or not value:
+            raise argparse.ArgumentTypeError(f"expected {form}, got {text!r}")
+        return key.strip(), value
+
+    return parse
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -211,6 +224,50 @@ def build_parser() -> argparse.ArgumentParser:
     l2norm.add_argument("--json", action="store_true", help="print the vectors as JSON instead of CSV lines")
     _sending_arguments(l2norm, batch_size=16, what="vectors")
 
+    tensor = _add_command(
+        commands,
+        common,
+        "tensor",
+        summary="any model: inputs from .npy/.npz (or generated), outputs printed or saved",
+        description="Send tensors to any model the server serves, described by what the server reports "
+        "(names, datatypes, shapes with the batch dimension): inputs from a .npy file (a one-input model), "
+        "an .npz file (one array per input name) or --input NAME=FILE.npy per input, items along the first "
+        "axis; or --generate N items uniform in --range. Outputs are printed, as JSON with --json, or saved "
+        "with --output (.npz: every output; .npy: the one output).",
+        examples=(
+            "python -m clients tensor --model scaled_poly x.npy",
+            "python -m clients tensor --model my_model inputs.npz --output outputs.npz",
+            "python -m clients tensor --model my_model --input a=a.npy --input b=b.npy --json",
+            "python -m clients tensor --model scaled_poly --generate 4 --range 0:1",
+        ),
+    )
+    tensor.add_argument(
+        "data", nargs="?", metavar="DATA", help=".npy (one-input model) or .npz (per input name)"
+    )
+    tensor.add_argument("--model", required=True, help="model name")
+    tensor.add_argument(
+        "--input",
+        action="append",
+        type=_header_like("NAME=FILE.npy"),
+        default=[],
+        metavar="NAME=FILE.npy",
+        help="one input from a .npy file (repeatable)",
+    )
+    tensor.add_argument(
+        "--generate", type=_positive_int, metavar="N", help="N generated items (uniform in --range)"
+    )
+    tensor.add_argument(
+        "--range", type=converter(value_range), default=(-1.0, 1.0), metavar="LOW:HIGH",
+        help="where generated inputs lie (integers: LOW..HIGH) (default: -1:1)",
+    )  # fmt: skip
+    tensor.add_argument(
+        "--dim", type=_positive_int, default=16, metavar="N", help="length of generated dynamic (-1) dims"
+    )
+    tensor.add_argument("--seed", type=_non_negative_int, default=0, metavar="N", help="of generated inputs")
+    tensor.add_argument("--output", metavar="FILE", help="save the outputs (.npz, or .npy for one output)")
+    tensor.add_argument("--json", action="store_true", help="print the outputs as JSON")
+    _sending_arguments(tensor, batch_size=16, what="items")
+
     from clients.commands.evaluate import SPLITS
 
     evaluate = _add_command(
@@ -347,6 +404,8 @@ def _command(name: str):
         from clients.commands.l2norm import run
     elif name == "eval":
         from clients.commands.evaluate import run
+    elif name == "tensor":
+        from clients.commands.tensor import run
     else:
         from clients.commands.health import run
     return run

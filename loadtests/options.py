@@ -13,6 +13,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from loadtests import any_model
 from loadtests.workloads import REQUEST_KINDS, WorkloadConfig
 from trt_plugin_kit.triton import options as cli_options
 from trt_plugin_kit.triton.options import non_negative_int, parse_weights, positive_int
@@ -72,7 +73,8 @@ def milliseconds(text: str) -> float:
 
 
 def request_mix(text: str) -> dict[str, int]:
-    return parse_weights(text, REQUEST_KINDS, "request kind")
+    # Names besides our kinds are models of the server (loadtests/any_model.py).
+    return parse_weights(text, REQUEST_KINDS + any_model.extra_kinds(text, REQUEST_KINDS), "request kind")
 
 
 def add_workload_arguments(parser: Any) -> None:
@@ -86,7 +88,8 @@ def add_workload_arguments(parser: Any) -> None:
         default=DEFAULT_MIX,
         convert=request_mix,
         metavar="MIX",
-        help=f"share of requests per kind ({', '.join(REQUEST_KINDS)}), e.g. mnist=3,l2norm=1",
+        help=f"share of requests per kind ({', '.join(REQUEST_KINDS)}, or the name of any model the server "
+        "serves), e.g. mnist=3,l2norm=1",
     )
     for flag, variable, default, what in (
         ("--batch-size", "LOADTEST_BATCH_SIZE", 8, "digits per request to `mnist`"),
@@ -108,6 +111,7 @@ def add_workload_arguments(parser: Any) -> None:
         "(connection refused, reset or closed; HTTP 502/503/504; gRPC UNAVAILABLE): inference is "
         "idempotent. A wrong answer or a model's error is never retried",
     )
+    any_model.add_arguments(group, cli_options)
     cli_options.add_mnist_dir_argument(
         group, "to send (without one and none in the default folder: the 10 sample digits of samples/digits/)"
     )
@@ -122,6 +126,7 @@ def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
         l2norm_dim=args.l2norm_dim,
         mnist_dir=str(args.mnist_dir) if args.mnist_dir else None,
         retries=args.retries,
+        model_data=any_model.options_from_args(args),
     )
 
 
@@ -149,4 +154,4 @@ def locust_arguments(workload: WorkloadConfig, timeout_s: float) -> list[str]:
     ]
     if workload.mnist_dir:
         arguments += ["--mnist-dir", workload.mnist_dir]
-    return arguments
+    return arguments + any_model.locust_arguments(workload.model_data)

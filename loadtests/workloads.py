@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import random
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -20,6 +20,7 @@ from geventhttpclient.response import HTTPConnectionClosed
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
+from loadtests import any_model
 from trt_plugin_kit.interface import (
     L2NORM,
     L2NORM_INPUT,
@@ -327,6 +328,8 @@ class WorkloadConfig:
     l2norm_dim: int = 128
     mnist_dir: str | None = None
     retries: int = 0  # client retries after an error of the path to a server (is_retryable)
+    # Any other model named in the mix (loadtests/any_model.py): what its requests hold.
+    model_data: any_model.ModelDataOptions = field(default_factory=any_model.ModelDataOptions)
 
     def build_tasks(self) -> list[TritonTask]:
         """Locust's task list: each task instance repeated by its weight (how Locust weights tasks)."""
@@ -338,14 +341,15 @@ class WorkloadConfig:
         tasks: list[TritonTask] = []
         for kind, weight in self.mix.items():
             if weight > 0:
-                tasks.extend([factories[kind]()] * weight)
+                model_task = lambda kind=kind: any_model.ModelTask(kind, self.model_data)  # noqa: E731
+                tasks.extend([factories.get(kind, model_task)()] * weight)
         return tasks
 
     def request_names(self) -> list[str]:
         """The request names a run with this config must produce."""
         batches = {MNIST_PIPELINE: 1, MNIST: self.mnist_batch, L2NORM: self.l2norm_batch}
         return [
-            request_name(protocol, kind, batches[kind])
+            request_name(protocol, kind, batches.get(kind, self.model_data.batch))
             for protocol, p_weight in self.protocols.items()
             if p_weight > 0
             for kind, k_weight in self.mix.items()

@@ -59,6 +59,11 @@ PIPELINE_INPUT, PIPELINE_OUTPUT = "image_bytes", "probabilities"
 
 # Serving variants: the TensorRT engines with the plugin library, or the same interface on the CPU.
 VARIANTS = ("tensorrt", "cpu")
+# The CPU stand-in of a plugin-flavour ONNX model (configs/cpu.pbtxt: backend "plugin_onnx"): one
+# Python-based backend for every model, serving the ONNX file the engine builder consumes
+# (serving/plugin_onnx_model.py), by default model_repository/<name>/model.onnx.
+PLUGIN_ONNX_BACKEND = "plugin_onnx"
+MODEL_ONNX_FILE = "model.onnx"
 VARIANT_ENV = "TRITON_VARIANT"  # the variant `make serve` and the tools that start a server pick
 CPU_MODEL_CONFIG_NAME = "cpu"
 

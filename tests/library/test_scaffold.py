@@ -100,13 +100,25 @@ def test_scaffold_changes_only_its_folders(copy: Path, tutorial_run):
     status = _run(["git", "status", "--porcelain", "--untracked-files=all"], copy).stdout.splitlines()
     changed = sorted(line[3:] for line in status)
     assert changed, "the scaffold wrote nothing"
-    outside = [p for p in changed if not p.startswith(("plugins/scaled_poly/", "plugins/pair_reduce/"))]
+    # Per plugin exactly two folders: the plugin's, and its served model's (ONNX file included).
+    folders = [
+        f"{top}/{name}/" for top in ("plugins", "model_repository") for name in ("scaled_poly", "pair_reduce")
+    ]
+    outside = [p for p in changed if not p.startswith(tuple(folders))]
     assert outside == [], (
-        f"the scaffold or the tutorial's commands changed files outside the plugin folders: {outside}"
+        f"the scaffold or the tutorial's commands changed files outside the plugin and model folders: "
+        f"{outside}"
     )
     assert (
         "plugins/scaled_poly/harness/cases.cpp" in changed and "plugins/pair_reduce/reference.py" in changed
     )
+    for name in ("scaled_poly", "pair_reduce"):
+        model = {
+            p.removeprefix(f"model_repository/{name}/")
+            for p in changed
+            if p.startswith(f"model_repository/{name}/")
+        }
+        assert model == {"config.pbtxt", "configs/cpu.pbtxt", "model.onnx", "1/README.md"}, model
 
 
 def test_generated_code_is_lint_clean(copy: Path, tutorial_run):
@@ -207,6 +219,7 @@ print("ok")
         (["ok_name", "--creator", "lower"], "capital"),
         (["ok_name", "--inputs", "5"], "1 to 4"),
         (["ok_name", "--array-field", "scale"], "different names"),
+        (["mnist"], "model_repository/mnist already exists"),  # the served model's folder is taken
     ],
 )
 def test_scaffold_refuses_bad_names(args, message, capsys, tmp_path):

@@ -125,7 +125,8 @@ def test_argument_parsing():
     "arguments,message",
     [
         (["--precision", "int4"], "invalid choice"),
-        (["--model", "resnet"], "invalid choice"),
+        (["--dim-range", "1:8"], "MIN:OPT:MAX"),
+        (["--dim-range", "8:4:16"], "MIN <= OPT <= MAX"),
         (["--opt-batch", "0"], "positive"),
         (["--network-api", "--model", "mnist"], "implemented for l2norm"),
         (["--network-api", "--flavour", "native"], "plugin flavour only"),

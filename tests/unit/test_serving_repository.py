@@ -7,18 +7,22 @@ batching limits, engines and warm-up where the issue asks for them.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
-from google.protobuf import text_format
+from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
+from trt_plugin_kit.interface import MODEL_ONNX_FILE, PLUGIN_ONNX_BACKEND
 from trt_plugin_kit.models.export import L2NORM_MAX_DIM
+from trt_plugin_kit.serving.plugin_graph import PluginGraph, interface_mismatches
 from trt_plugin_kit.serving.server import (
     CPU_MODEL_CONFIG_NAME,
     MODEL_NAMES,
     MODEL_REPOSITORY,
     TENSORRT_MODELS,
+    repository_models,
 )
 
 ModelConfig = model_config_pb2.ModelConfig
@@ -52,9 +56,28 @@ def interface(config: ModelConfig) -> tuple:
     return config.name, config.max_batch_size, _tensors(config.input), _tensors(config.output)
 
 
-def test_repository_holds_exactly_the_public_models():
+# Models a user added (new-plugin's one-node models, their own), served on the CPU by the plugin_onnx backend.
+ADDED_MODELS = [name for name in repository_models() if name not in MODEL_NAMES]
+
+
+def test_repository_holds_the_public_models_and_only_stand_in_models_besides():
     folders = sorted(p.name for p in MODEL_REPOSITORY.iterdir() if p.is_dir())
-    assert folders == sorted(MODEL_NAMES)
+    assert folders == sorted([*MODEL_NAMES, *ADDED_MODELS])
+    for name in ADDED_MODELS:
+        assert configurations(name)["cpu"].backend == PLUGIN_ONNX_BACKEND, name
+
+
+@pytest.mark.parametrize("model", ADDED_MODELS)
+def test_an_added_model_is_an_engine_on_gpu_and_its_onnx_file_on_cpu(model):
+    """What new-plugin writes, and what a user's own model folder must be: TensorRT by default, the stand-in
+    on the CPU, the same interface, which is the ONNX graph's (checked as the stand-in checks it at load)."""
+    configs = configurations(model)
+    assert configs["default"].platform == "tensorrt_plan"
+    assert interface(configs["default"]) == interface(configs["cpu"])
+    onnx_file = dict(configs["cpu"].parameters).get("onnx_model")
+    path = MODEL_REPOSITORY / model / (onnx_file.string_value if onnx_file else MODEL_ONNX_FILE)
+    as_json = json.loads(json_format.MessageToJson(configs["cpu"], preserving_proto_field_name=True))
+    assert interface_mismatches(PluginGraph(path), as_json) == []
 
 
 @pytest.mark.parametrize("model", MODEL_NAMES)
@@ -79,7 +102,7 @@ def test_engine_models_default_to_tensorrt_and_fall_back_to_python_on_cpu(model)
             assert set(warmup.inputs) == {t.name for t in config.input}
 
 
-@pytest.mark.parametrize("model", MODEL_NAMES)
+@pytest.mark.parametrize("model", [*MODEL_NAMES, *ADDED_MODELS])
 def test_batching_is_configured(model):
     for variant, config in configurations(model).items():
         if config.platform == "ensemble":
@@ -89,7 +112,9 @@ def test_batching_is_configured(model):
         assert preferred and max(preferred) <= config.max_batch_size
         assert 0 < config.dynamic_batching.max_queue_delay_microseconds <= 1000
         assert config.instance_group and all(group.count >= 1 for group in config.instance_group)
-        on_gpu = model in TENSORRT_MODELS and variant == "default"  # engines on the GPU, Python on the CPU
+        on_gpu = (
+            model in [*TENSORRT_MODELS, *ADDED_MODELS] and variant == "default"
+        )  # engines on the GPU, Python on the CPU
         kind = InstanceGroup.KIND_GPU if on_gpu else InstanceGroup.KIND_CPU
         assert all(group.kind == kind for group in config.instance_group), f"{model} {variant}"
 

@@ -68,6 +68,16 @@ def positive_int(text: str) -> int:
     return value
 
 
+def dim_range(text: str) -> tuple[int, int, int]:
+    try:
+        low, opt, high = (int(part) for part in text.split(":"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"MIN:OPT:MAX, three integers, got {text!r}") from None
+    if not 1 <= low <= opt <= high:
+        raise argparse.ArgumentTypeError(f"need 1 <= MIN <= OPT <= MAX, got {text!r}")
+    return low, opt, high
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="build_engines.py",
@@ -75,7 +85,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         epilog="Exit codes: 0 ok, 1 build/check/verify failed, 2 bad input, 3 TensorRT/GPU missing.",
     )
     parser.add_argument(
-        "--model", choices=[*MODELS, "all"], default="all", help="model(s) to build (default all)"
+        "--model",
+        default="all",
+        help=f"model to build: {', '.join(MODELS)}, all (both; the default) or the folder name of any model "
+        "of --model-repository holding a TensorRT config.pbtxt and its plugin-flavour ONNX, model.onnx "
+        "(new-plugin writes such a folder)",
     )
     parser.add_argument(
         "--flavour",
@@ -115,6 +129,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workspace-mib", type=positive_int, default=1024, help="builder workspace limit")
     parser.add_argument(
         "--opt-batch", type=positive_int, help="batch size to optimize for (default max_batch_size)"
+    )
+    parser.add_argument(
+        "--dim-range",
+        type=dim_range,
+        metavar="MIN:OPT:MAX",
+        help="optimization profile range of the dynamic (-1) non-batch dims of a model of yours",
     )
     parser.add_argument(
         "--strongly-typed",

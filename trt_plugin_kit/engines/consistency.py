@@ -127,8 +127,15 @@ def check_profile_covers_config(profiles: Profile, config: ModelConfig) -> None:
         )
 
 
-def profile_shapes(model: str, config: ModelConfig, opt_batch: int | None = None) -> Profile:
-    """``{input: (min, opt, max)}``: batch 1..max_batch_size, l2norm's length in :data:`L2NORM_DIM_RANGE`."""
+def profile_shapes(
+    model: str,
+    config: ModelConfig,
+    opt_batch: int | None = None,
+    dim_range: tuple[int, int, int] | None = None,
+) -> Profile:
+    """``{input: (min, opt, max)}``: batch 1..max_batch_size (opt: ``opt_batch`` or the largest), fixed dims
+    as configured; a dynamic dim: l2norm's length in :data:`L2NORM_DIM_RANGE`, another model's in
+    ``dim_range`` (``--dim-range MIN:OPT:MAX``), which such a model needs."""
     if config.max_batch_size <= 0:
         raise UsageError(f"{config.path}: max_batch_size must be > 0 for {model} (dynamic batch engines)")
     batch_opt = min(opt_batch or config.max_batch_size, config.max_batch_size)
@@ -138,15 +145,16 @@ def profile_shapes(model: str, config: ModelConfig, opt_batch: int | None = None
         for dim in tensor.model_dims:
             if dim >= 0:
                 low.append(dim), opt.append(dim), high.append(dim)
-            elif model == L2NORM:
-                (
-                    low.append(L2NORM_DIM_RANGE[0]),
-                    opt.append(L2NORM_DIM_RANGE[1]),
-                    high.append(L2NORM_DIM_RANGE[2]),
-                )
+                continue
+            if model == L2NORM:
+                dim_low, dim_opt, dim_high = L2NORM_DIM_RANGE
+            elif dim_range is not None:
+                dim_low, dim_opt, dim_high = dim_range
             else:
                 raise UsageError(
-                    f"{config.path}: '{tensor.name}' has a dynamic dimension; {model} has no range for it"
+                    f"{config.path}: '{tensor.name}' has a dynamic dimension; give its range in the "
+                    "optimization profile with --dim-range MIN:OPT:MAX"
                 )
+            low.append(dim_low), opt.append(dim_opt), high.append(dim_high)
         shapes[tensor.name] = (tuple(low), tuple(opt), tuple(high))
     return shapes

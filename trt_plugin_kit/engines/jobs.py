@@ -18,7 +18,7 @@ from trt_plugin_kit.engines.consistency import (
 )
 from trt_plugin_kit.engines.errors import UsageError
 from trt_plugin_kit.engines.precision import PrecisionRecipe, choose_recipe
-from trt_plugin_kit.interface import FLAVOURS, L2NORM
+from trt_plugin_kit.interface import FLAVOURS, L2NORM, MODEL_ONNX_FILE
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import export
 from trt_plugin_kit.triton.config import ModelConfig, ModelConfigError, load_model_config
@@ -53,12 +53,45 @@ def selected(choice: str, everything: Sequence[str]) -> tuple[str, ...]:
     return tuple(everything) if choice in ("all", "both") else (choice,)
 
 
+def model_folder(args: argparse.Namespace, model: str) -> Path:
+    """The folder of ``model`` in the repository: ours, or any holding a config.pbtxt (and for a model of
+    yours, its plugin-flavour ONNX as model.onnx, as new-plugin writes it)."""
+    folder = args.model_repository / model
+    if Path(model).name != model or model in ("", ".", ".."):
+        raise UsageError(f"--model takes a model folder name, not {model!r}")
+    if model not in MODELS and not (folder / "config.pbtxt").is_file():
+        buildable = (
+            sorted(p.name for p in args.model_repository.iterdir() if (p / "config.pbtxt").is_file())
+            if args.model_repository.is_dir()
+            else []
+        )
+        raise UsageError(
+            f"{folder}/config.pbtxt not found: --model names a folder of {args.model_repository} holding a "
+            f"config.pbtxt (there: {', '.join(buildable) or 'none'})"
+        )
+    return folder
+
+
+def _source(args: argparse.Namespace, model: str, flavour: str) -> Path:
+    if model in MODELS:
+        source = export.onnx_path(model, flavour, args.onnx_dir)
+        if not source.is_file():
+            raise UsageError(f"{source} not found (python -m trt_plugin_kit.models.export writes it)")
+        return source
+    if flavour != "plugin":
+        raise UsageError(f"{model} has one ONNX file, the plugin flavour: build it with --flavour plugin")
+    source = args.model_repository / model / MODEL_ONNX_FILE
+    if not source.is_file():
+        raise UsageError(f"{source} not found: a model of yours is built from its {MODEL_ONNX_FILE}")
+    return source
+
+
 def make_build_jobs(args: argparse.Namespace, trt_major: int) -> list[BuildJob]:
     """Everything that can be decided and checked without TensorRT: configs, graphs, precision, profiles."""
     jobs = []
     scales = None
     for model in selected(args.model, MODELS):
-        config_path = args.model_repository / model / "config.pbtxt"
+        config_path = model_folder(args, model) / "config.pbtxt"
         try:
             config = load_model_config(config_path)
         except (FileNotFoundError, ModelConfigError) as error:
@@ -70,13 +103,16 @@ def make_build_jobs(args: argparse.Namespace, trt_major: int) -> list[BuildJob]:
             )
         if config.name and config.name != model:
             raise UsageError(f"{config_path} names the model '{config.name}', expected '{model}'")
-        profile = profile_shapes(model, config, args.opt_batch)
+        if model not in MODELS and args.precision == "int8":
+            raise UsageError(
+                f"{model}: int8 needs calibrated scales, which only mnist has "
+                "(models/lenet5_mnist_int8_scales.json); build fp32 or fp16"
+            )
+        profile = profile_shapes(model, config, args.opt_batch, getattr(args, "dim_range", None))
         check_profile_covers_config(profile, config)
         for flavour in selected(args.flavour, FLAVOURS):
             recipe = choose_recipe(args.precision, trt_major, model, args.strongly_typed)
-            source = export.onnx_path(model, flavour, args.onnx_dir)
-            if not source.is_file():
-                raise UsageError(f"{source} not found (python -m trt_plugin_kit.models.export writes it)")
+            source = _source(args, model, flavour)
             fp32_graph = onnx.load(source)
             if recipe.graph == "int8" and scales is None:
                 if not args.int8_scales.is_file():

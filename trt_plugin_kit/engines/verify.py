@@ -7,12 +7,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+from tritonclient.utils import triton_to_np_dtype
 
 from trt_plugin_kit.engines.consistency import L2NORM_DIM_RANGE
 from trt_plugin_kit.engines.cuda_runtime import CudaRuntime
 from trt_plugin_kit.engines.errors import BuildFailure, UsageError
 from trt_plugin_kit.engines.jobs import BuildJob
-from trt_plugin_kit.interface import L2NORM_INPUT, L2NORM_OUTPUT, MNIST, MNIST_INPUT, MNIST_OUTPUT
+from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT, L2NORM_OUTPUT, MNIST, MNIST_INPUT, MNIST_OUTPUT
 from trt_plugin_kit.models import export, mnist, onnx_eval
 
 L2NORM_VERIFY_DIMS = (1, 7, 128, 1000, export.L2NORM_MAX_DIM)
@@ -184,6 +185,42 @@ def verify_l2norm(runner: EngineRunner, job: BuildJob, args, reference_graph) ->
     return ok
 
 
+def generated_feeds(job: BuildJob, batch: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs for a model of yours: ``batch`` items of the profile's opt shape, floats uniform in [-1, 1)
+    (integers in 0..9), seeded: what --verify sends where no data of the model is known."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for tensor in job.config.inputs:
+        shape = (batch, *job.profile[tensor.name][1][1:])
+        dtype = np.dtype(triton_to_np_dtype(tensor.data_type.removeprefix("TYPE_")))
+        if np.issubdtype(dtype, np.floating):
+            feeds[tensor.name] = rng.uniform(-1, 1, size=shape).astype(dtype)
+        else:
+            feeds[tensor.name] = rng.integers(0, 10, size=shape).astype(dtype)
+    return feeds
+
+
+def verify_generic(runner: EngineRunner, job: BuildJob, args, reference_graph) -> bool:
+    """A model of yours: batch 1 and the largest batch of generated inputs against the CPU reference (the
+    same graph, plugin nodes by their NumPy references), with the precision's tolerance."""
+    ok = True
+    for batch in sorted({1, job.config.max_batch_size}):
+        feeds = generated_feeds(job, batch, seed=batch)
+        engine_out = runner.run(feeds)
+        reference_out = onnx_eval.run(reference_graph, feeds)
+        for tensor in job.config.outputs:
+            passed, line = compare_with_reference(
+                engine_out[tensor.name], reference_out[tensor.name], job.recipe.precision
+            )
+            ok &= passed
+            print(
+                f"[I] batch {batch}, '{tensor.name}' vs CPU reference: {line}  {'PASS' if passed else 'FAIL'}"
+            )
+    latency = runner.latency_ms(generated_feeds(job, 1), args.latency_runs)
+    print(f"[I] Average over {args.latency_runs} runs is {latency:.5f} ms (batch 1).")
+    return ok
+
+
 def verify(trt, cuda: CudaRuntime, engine, job: BuildJob, args) -> bool:
     # The CPU reference runs the graph the engine was built from (FP16-by-flag engines: the FP32 graph).
     reference_graph = job.onnx_model if not job.network_api else export.build_l2norm("plugin")
@@ -192,7 +229,7 @@ def verify(trt, cuda: CudaRuntime, engine, job: BuildJob, args) -> bool:
     print(f"&&&& RUNNING trt_plugin_kit.build_engines {job.title} on {cuda.device_name()}")
     runner = EngineRunner(trt, cuda, engine)
     try:
-        verifier = verify_mnist if job.model == MNIST else verify_l2norm
+        verifier = {MNIST: verify_mnist, L2NORM: verify_l2norm}.get(job.model, verify_generic)
         ok = verifier(runner, job, args, reference_graph)
     finally:
         runner.close()

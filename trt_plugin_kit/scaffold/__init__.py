@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from trt_plugin_kit.interface import PLUGINS_DIR
+from trt_plugin_kit.interface import MODEL_REPOSITORY, PLUGINS_DIR
+from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.specs import docs as plugin_docs
 from trt_plugin_kit.specs import nodes as plugin_nodes
 from trt_plugin_kit.specs import spec as plugin_spec
@@ -339,9 +340,17 @@ def _format(folder: Path, files: dict[str, str]) -> None:
     subprocess.run([sys.executable, "-m", "ruff", "format", "-q", *python], check=False)
 
 
-def create(o: Options, command_args: str = "", plugins_dir: Path = PLUGINS_DIR) -> Path:
-    """Writes plugins/<name>/ (nothing outside it) and fills its README's field table from the new spec."""
+def create(
+    o: Options,
+    command_args: str = "",
+    plugins_dir: Path = PLUGINS_DIR,
+    model_repository: Path | None = MODEL_REPOSITORY,
+) -> Path:
+    """Writes plugins/<name>/ and fills its README's field table from the new spec; then the served model
+    model_repository/<name>/ (scaffold/model.py; None: no model). Nothing else."""
     validate(o, plugins_dir)
+    if model_repository is not None and (Path(model_repository) / o.name).exists():
+        raise ScaffoldError(f"model_repository/{o.name} already exists: choose another name")
     folder = Path(plugins_dir) / o.name
     files = render(o, command_args or o.name)
     for relative, text in files.items():
@@ -363,6 +372,9 @@ def create(o: Options, command_args: str = "", plugins_dir: Path = PLUGINS_DIR) 
             f"{plugin_docs.FIELDS_BEGIN}\n{table}\n{plugin_docs.FIELDS_END}",
         )
     )
+    if model_repository is not None and Path(plugins_dir).resolve() == PLUGINS_DIR.resolve():
+        plugin_spec.reload()  # the node helper must see the new plugin
+        served_model.create(plugin_spec.get(o.creator), o.reduce, model_repository)
     return folder
 
 
@@ -403,6 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"created {folder} (plugin {options.creator}): {options.formula}")
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         print(f"  {path.relative_to(folder)}")
+    model_folder = MODEL_REPOSITORY / options.name
+    if model_folder.is_dir():
+        print(f"created {model_folder} (a one-node model of {options.creator}; make serve serves it)")
+        for path in sorted(p for p in model_folder.rglob("*") if p.is_file()):
+            print(f"  {path.relative_to(model_folder)}")
     print(
         "next: make plugins && make harness-check (build and check it); make docs (plugins/README.md's table)"
     )

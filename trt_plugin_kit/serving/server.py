@@ -45,6 +45,7 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the servi
     MODEL_NAMES,
     MODEL_REPOSITORY,
     PLUGIN_LIBRARY_NAME,
+    PLUGIN_ONNX_BACKEND,
     REPO_ROOT,
     RESTRICTED_APIS,
     TENSORRT_MODELS,
@@ -195,9 +196,16 @@ def prepare_cpu_backends(distribution: PyTritonDistribution, workdir: Path) -> P
     backend_dir = workdir / "backends" / "python"
     backend_dir.mkdir(parents=True)
     source_dir = distribution.root / "backends" / "python"
-    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
-        (backend_dir / name).symlink_to(source_dir / name)
+    (backend_dir / "triton_python_backend_utils.py").symlink_to(source_dir / "triton_python_backend_utils.py")
+    # A copy, not a link: for a Python-based backend (plugin_onnx below) Triton refuses a library whose real
+    # path "escapes backend directory" (1.4 MB).
+    shutil.copy2(source_dir / "libtriton_python.so", backend_dir / "libtriton_python.so")
     shutil.copy2(stub, backend_dir / "triton_python_backend_stub")
+    # The CPU stand-in of plugin-flavour ONNX models, a Python-based backend: Triton runs its model.py with
+    # the Python backend's library and stub (found in backends/python) for every model naming it.
+    stand_in = workdir / "backends" / PLUGIN_ONNX_BACKEND
+    stand_in.mkdir()
+    (stand_in / "model.py").symlink_to(Path(__file__).with_name("plugin_onnx_model.py"))
     return workdir / "backends"
 
 
@@ -231,6 +239,15 @@ def supported_options(tritonserver: Path, env: dict[str, str]) -> str:
         [str(tritonserver), "--help"], capture_output=True, text=True, env=env, timeout=60, check=False
     )
     return result.stdout + result.stderr
+
+
+def repository_models(model_repository: Path = MODEL_REPOSITORY) -> list[str]:
+    """The models a server of ``model_repository`` serves: ours and those added (new-plugin's), sorted."""
+    return sorted(
+        p.name
+        for p in Path(model_repository).iterdir()
+        if (p / "config.pbtxt").is_file() or (p / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt").is_file()
+    )
 
 
 def check_model_repository(model_repository: Path) -> None:

@@ -501,6 +501,11 @@ def _all(plugins_dir: Path) -> dict[str, PluginSpec]:
     return specs
 
 
+def reload() -> None:
+    """The next all_specs() reads plugins/ again (after a plugin folder was added: new-plugin)."""
+    _all.cache_clear()
+
+
 def all_specs(plugins_dir: Path = PLUGINS_DIR) -> dict[str, PluginSpec]:
     """Creator name -> spec of every plugin folder (loaded once per directory)."""
     return _all(Path(plugins_dir).resolve())
