@@ -17,7 +17,6 @@ import os
 import platform
 import subprocess
 import sys
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from loadtests.perf.sweep import SweepSettings, sweep
 from trt_plugin_kit.interface import PROTOCOLS, REPO_ROOT
 from trt_plugin_kit.triton import options as cli
 from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -141,16 +141,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def server_ready(location: ServerLocation) -> str | None:
-    """None when the server answers ready over HTTP, else why not."""
-    url = f"http://{location.address('http')}/v2/health/ready"
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return None if response.status == 200 else f"{url} answered {response.status}"
-    except OSError as error:
-        return f"{url}: {error}"
-
-
 def commit() -> str:
     """The checkout's commit (with '+' when it has changes), or '?' outside a git checkout (compose image)."""
     try:
@@ -213,12 +203,10 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         location = ServerLocation.from_args(args)
-        problem = server_ready(location)
-        if problem:
-            print(
-                f"error: no ready server at {location.describe()} ({problem}); start one with `make serve`",
-                file=sys.stderr,
-            )
+        try:  # the kit's one readiness check: both protocols and every model swept
+            wait_until_ready(location, models=args.models, timeout_s=5)
+        except NotReady as problem:
+            print(f"error: {problem}; start one with `make serve`", file=sys.stderr)
             return 3
         header.append(f"- server: {location.describe()}")
         rows = sweep(perf, args.models, args.protocol, location, input_data, out_dir, settings)
