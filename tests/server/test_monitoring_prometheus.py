@@ -1,7 +1,7 @@
 """The dashboard and the rules of deploy/monitoring/ against a real Prometheus scraping a real server.
 
-A CPU server started as `make serve` starts it, with Triton's latency summaries on (the dashboard's
-percentile panels need `--metrics-config=summary_latencies=true`), is scraped every second through the
+A CPU server started as `make serve` starts it (which turns Triton's latency summaries on: the dashboard's
+percentile panels need them), is scraped every second through the
 edge's /metrics by the host's Prometheus (Debian package `prometheus`) with rules.yml loaded, while clients
 send requests of every model, some of them failing. Then every dashboard query, every recording rule and
 every alert's query (its expression without the threshold) must return data, Prometheus must have evaluated
@@ -43,7 +43,6 @@ from trt_plugin_kit.serving.server import Ports, TritonServer
 MONITORING = REPO_ROOT / "deploy" / "monitoring"
 RULES = MONITORING / "rules.yml"
 DASHBOARD = MONITORING / "triton-dashboard.json"
-SUMMARIES_FLAG = "--metrics-config=summary_latencies=true"
 SCRAPE_JOB = "triton"  # the job name rules.yml's `up{job="triton"}` expects
 LOAD_S = 25  # long enough for [1m] rates to have many samples at a 1 s scrape interval
 # GPU metrics of Triton 2.51 (docs/user_guide/metrics.md, "GPU Metrics"); the CPU server exports none.
@@ -187,7 +186,6 @@ def start_server(ports: Ports, log_file: Path) -> TritonServer:
         log_file=log_file,
         exit_timeout_s=3,
         admin_key=secrets.token_hex(32),
-        extra_args=[SUMMARIES_FLAG],
     )
     try:
         server.start()

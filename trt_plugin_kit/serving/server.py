@@ -108,6 +108,10 @@ HARDENED_FLAGS = (
     "--allow-vertex-ai=false",
 )
 
+# Latency percentiles (p50/p90/p95/p99 summaries per model), which deploy/monitoring/'s dashboard and rules
+# read; tritonserver leaves them off unless asked.
+METRICS_FLAGS = ("--metrics-config=summary_latencies=true",)
+
 
 def restricted_api_flags(admin_key: str, help_text: str | None = None) -> list[str]:
     """The flags that put the administrative APIs behind ADMIN_HEADER: admin_key (where Triton has them)."""
@@ -497,6 +501,7 @@ class TritonServer:
         args = [
             f"--model-repository={self.model_repository}",
             *HARDENED_FLAGS,
+            *METRICS_FLAGS,
             *endpoints,
             f"--exit-timeout-secs={self.exit_timeout_s}",
             f"--log-verbose={self.log_verbose}",
