@@ -240,42 +240,28 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         std::vector<Reference> references(c.outputs.size());
         c.generate(inputs, references, rng);
 
-        std::vector<std::unique_ptr<DeviceMemory>> dIn, dOut;
-        std::vector<void const*> inPtrs;
-        std::vector<void*> outPtrs;
-        for (auto const& t : inputs)
-        {
-            dIn.push_back(std::make_unique<DeviceMemory>(t.bytes.size()));
-            cudaOk(cudaMemcpy(dIn.back()->get(), t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice),
-                   "upload");
-            inPtrs.push_back(dIn.back()->get());
-        }
+        DeviceTensors device(c.inputs, c.outputs);
+        device.upload(inputs);
         std::vector<HostTensor> outputs;
-        for (auto const& s : c.outputs)
-        {
-            outputs.emplace_back(s.type, s.dims);
-            dOut.push_back(std::make_unique<DeviceMemory>(outputs.back().bytes.size()));
-            outPtrs.push_back(dOut.back()->get());
-        }
+        for (auto const& s : c.outputs) outputs.emplace_back(s.type, s.dims);
         DeviceMemory workspace(workspaceBytes);
         Stream stream;
         auto poison = [&]
         {
-            for (auto const& d : dOut)
-                if (d->bytes()) cudaOk(cudaMemset(d->get(), 0xFF, d->bytes()), "poison outputs");  // NaN / -1
+            device.poisonOutputs(nullptr);  // NaN / -1 where nothing is written
             cudaOk(cudaDeviceSynchronize(), "sync");
         };
         auto download = [&](std::vector<HostTensor>& into)
         {
             for (size_t o = 0; o < into.size(); ++o)
-                cudaOk(cudaMemcpy(into[o].bytes.data(), dOut[o]->get(), into[o].bytes.size(),
+                cudaOk(cudaMemcpy(into[o].bytes.data(), device.out[o]->get(), into[o].bytes.size(),
                                   cudaMemcpyDeviceToHost),
                        "download");
         };
 
         poison();
-        if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
-                                          outPtrs.data(), workspace.get(), stream.get()) != 0)
+        if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), device.inPtrs.data(),
+                                          device.outPtrs.data(), workspace.get(), stream.get()) != 0)
             failStep("enqueue failed: ", errorsLogged(logger));
         cudaOk(cudaStreamSynchronize(stream.get()), "kernel execution");
         download(outputs);
@@ -307,8 +293,8 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
                 if (attachedCaps.runtime->setTactic(tactic) != 0)
                     failStep("setTactic(", tactic, ") failed: ", errorsLogged(logger));
                 poison();
-                if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
-                                                  outPtrs.data(), workspace.get(), stream.get()) != 0)
+                if (attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), device.inPtrs.data(),
+                                                  device.outPtrs.data(), workspace.get(), stream.get()) != 0)
                     failStep("enqueue with tactic ", tactic, " failed: ", errorsLogged(logger));
                 cudaOk(cudaStreamSynchronize(stream.get()), "kernel execution (tactic)");
                 std::vector<HostTensor> tactical;
@@ -332,8 +318,8 @@ Result runCase(Case& c, RunOptions const& options, RecordingLogger& logger, int 
         poison();
         CapturedGraph graph(stream.get());
         int32_t const captured =
-            attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), inPtrs.data(),
-                                          outPtrs.data(), workspace.get(), stream.get());
+            attachedCaps.runtime->enqueue(inConcrete.data(), outConcrete.data(), device.inPtrs.data(),
+                                          device.outPtrs.data(), workspace.get(), stream.get());
         cudaError_t const endStatus = graph.finish();
         if (captured != 0 || endStatus != cudaSuccess)
         {

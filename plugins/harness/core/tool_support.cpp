@@ -26,6 +26,38 @@ DeviceMemory::~DeviceMemory()
     }
 }
 
+DeviceTensors::DeviceTensors(std::vector<TensorSpec> const& inputs, std::vector<TensorSpec> const& outputs)
+{
+    for (auto const& s : inputs)
+    {
+        in.push_back(std::make_unique<DeviceMemory>(HostTensor(s.type, s.dims).bytes.size()));
+        inPtrs.push_back(in.back()->get());
+    }
+    for (auto const& s : outputs)
+    {
+        out.push_back(std::make_unique<DeviceMemory>(HostTensor(s.type, s.dims).bytes.size()));
+        outPtrs.push_back(out.back()->get());
+    }
+}
+
+void DeviceTensors::upload(std::vector<HostTensor> const& inputs) const
+{
+    for (size_t i = 0; i < inputs.size(); ++i)
+    {
+        cudaOk(
+            cudaMemcpy(in[i]->get(), inputs[i].bytes.data(), inputs[i].bytes.size(), cudaMemcpyHostToDevice),
+            "upload");
+    }
+}
+
+void DeviceTensors::poisonOutputs(cudaStream_t stream) const
+{
+    for (auto const& d : out)
+    {
+        if (d->bytes() > 0) cudaOk(cudaMemsetAsync(d->get(), 0xFF, d->bytes(), stream), "poison outputs");
+    }
+}
+
 Stream::Stream()
 {
     cudaOk(cudaStreamCreateWithFlags(&mStream, cudaStreamNonBlocking), "cudaStreamCreate");

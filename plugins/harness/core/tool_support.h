@@ -8,7 +8,11 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
+#include <vector>
+
+#include "core/host_tensor.h"
 
 namespace harness
 {
@@ -27,6 +31,20 @@ public:
 private:
     void* mPtr{nullptr};
     size_t mBytes{0};
+};
+
+//! A case's tensors in device memory, one buffer per input and output, and the pointer arrays enqueue takes.
+struct DeviceTensors
+{
+    DeviceTensors(std::vector<TensorSpec> const& inputs, std::vector<TensorSpec> const& outputs);
+    //! Copies the host inputs into the input buffers (synchronously).
+    void upload(std::vector<HostTensor> const& inputs) const;
+    //! Fills every output with 0xFF bytes (NaN, or -1) on `stream`, so that an output not written shows.
+    void poisonOutputs(cudaStream_t stream) const;
+
+    std::vector<std::unique_ptr<DeviceMemory>> in, out;
+    std::vector<void const*> inPtrs;
+    std::vector<void*> outPtrs;
 };
 
 //! A non-blocking stream; the destructor waits for its work, then destroys it.

@@ -14,6 +14,18 @@
 
 namespace stress::fuzz
 {
+namespace
+{
+//! Element i of a field's bytes read as T.
+template <typename T>
+T element(std::vector<uint8_t> const& bytes, int32_t i)
+{
+    T value;
+    std::memcpy(&value, bytes.data() + sizeof(T) * static_cast<size_t>(i), sizeof(T));
+    return value;
+}
+}  // namespace
+
 PluginFieldCollection const* FuzzCollection::build()
 {
     mBuilt.clear();
@@ -135,29 +147,13 @@ std::string FuzzCollection::preview(FuzzField const& f)
     {
         out << (i ? " " : "");
         if (type == PluginFieldType::kFLOAT32)
-        {
-            float v;
-            std::memcpy(&v, f.bytes.data() + 4 * i, 4);
-            out << v;
-        }
+            out << element<float>(f.bytes, i);
         else if (type == PluginFieldType::kINT32)
-        {
-            int32_t v;
-            std::memcpy(&v, f.bytes.data() + 4 * i, 4);
-            out << v;
-        }
+            out << element<int32_t>(f.bytes, i);
         else if (type == PluginFieldType::kFLOAT64)
-        {
-            double v;
-            std::memcpy(&v, f.bytes.data() + 8 * i, 8);
-            out << v;
-        }
+            out << element<double>(f.bytes, i);
         else if (type == PluginFieldType::kINT64)
-        {
-            int64_t v;
-            std::memcpy(&v, f.bytes.data() + 8 * i, 8);
-            out << v;
-        }
+            out << element<int64_t>(f.bytes, i);
         else
         {
             out << "0x" << std::hex << static_cast<int>(f.bytes[i]) << std::dec;
@@ -167,24 +163,28 @@ std::string FuzzCollection::preview(FuzzField const& f)
     return out.str();
 }
 
-FuzzField intsField(std::string name, std::vector<int32_t> const& values)
+namespace
+{
+template <typename T>
+FuzzField arrayField(std::string name, PluginFieldType type, std::vector<T> const& values)
 {
     FuzzField f;
     f.name = std::move(name);
-    f.type = static_cast<int32_t>(PluginFieldType::kINT32);
+    f.type = static_cast<int32_t>(type);
     f.length = static_cast<int32_t>(values.size());
-    for (int32_t v : values) append(f.bytes, v);
+    for (T v : values) append(f.bytes, v);
     return f;
+}
+}  // namespace
+
+FuzzField intsField(std::string name, std::vector<int32_t> const& values)
+{
+    return arrayField(std::move(name), PluginFieldType::kINT32, values);
 }
 
 FuzzField floatsField(std::string name, std::vector<float> const& values)
 {
-    FuzzField f;
-    f.name = std::move(name);
-    f.type = static_cast<int32_t>(PluginFieldType::kFLOAT32);
-    f.length = static_cast<int32_t>(values.size());
-    for (float v : values) append(f.bytes, v);
-    return f;
+    return arrayField(std::move(name), PluginFieldType::kFLOAT32, values);
 }
 
 FuzzField stringField(std::string name, std::string const& value, bool countNul)

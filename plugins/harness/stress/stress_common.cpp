@@ -69,6 +69,13 @@ int64_t inputElements(harness::Case const& c)
 
 // ---------------------------------------------------------------- CUDA
 
+bool requireGpu(std::string const& run, Counts& counts)
+{
+    if (haveGpu(false)) return true;
+    counts.record(false, run, "no CUDA device: the " + run + " run needs a GPU (fuzz needs none)");
+    return false;
+}
+
 bool haveGpu(bool print)
 {
     int count = 0;

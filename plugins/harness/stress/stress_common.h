@@ -64,6 +64,8 @@ int64_t inputElements(harness::Case const& c);
 
 //! Whether a CUDA device is usable; prints the device line when it is.
 bool haveGpu(bool print);
+//! For the runs that need a GPU: true when one is usable, else records `run` failed, saying so.
+bool requireGpu(std::string const& run, Counts& counts);
 
 //! Device memory in use (total - free) and this process's resident set (after malloc_trim), both in bytes.
 struct MemorySample
@@ -75,9 +77,10 @@ struct MemorySample
 MemorySample sampleMemory(int64_t cycle);
 
 using harness::DeviceMemory;
+using harness::DeviceTensors;
 using harness::Stream;
 
-//! The conformance suite (every add*Cases of the harness), built once.
+//! The conformance suite (every plugin folder's registered cases), built once.
 harness::Suite const& conformanceSuite();
 
 //! Per-subcommand context: which step is running, for the crash and time-limit messages.

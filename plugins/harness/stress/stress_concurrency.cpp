@@ -111,21 +111,9 @@ void threadBody(harness::Case const& c, size_t caseIndex, int32_t thread, IPlugi
             c.generate(datasets[d].inputs, datasets[d].references, rng);
         }
         Stream stream;
-        std::vector<std::unique_ptr<DeviceMemory>> dIn, dOut;
-        std::vector<void const*> inPtrs;
-        std::vector<void*> outPtrs;
-        for (auto const& t : datasets[0].inputs)
-        {
-            dIn.push_back(std::make_unique<DeviceMemory>(t.bytes.size()));
-            inPtrs.push_back(dIn.back()->get());
-        }
+        DeviceTensors const device(c.inputs, c.outputs);
         std::vector<harness::HostTensor> outputs;
-        for (auto const& s : c.outputs)
-        {
-            outputs.emplace_back(s.type, s.dims);
-            dOut.push_back(std::make_unique<DeviceMemory>(outputs.back().bytes.size()));
-            outPtrs.push_back(dOut.back()->get());
-        }
+        for (auto const& s : c.outputs) outputs.emplace_back(s.type, s.dims);
         size_t workspaceBytes = 0;
         {
             auto inDyn = dynamicDescs(c.inputs);
@@ -144,19 +132,17 @@ void threadBody(harness::Case const& c, size_t caseIndex, int32_t thread, IPlugi
             Dataset const& data = datasets[static_cast<size_t>(it) % datasets.size()];
             for (size_t i = 0; i < data.inputs.size(); ++i)
             {
-                cudaOk(cudaMemcpyAsync(dIn[i]->get(), data.inputs[i].bytes.data(),
+                cudaOk(cudaMemcpyAsync(device.in[i]->get(), data.inputs[i].bytes.data(),
                                        data.inputs[i].bytes.size(), cudaMemcpyHostToDevice, stream.get()),
                        "upload");
             }
-            for (auto const& d : dOut)
-                if (d->bytes() > 0)
-                    cudaOk(cudaMemsetAsync(d->get(), 0xFF, d->bytes(), stream.get()), "poison");
-            if (caps.runtime->enqueue(inRt.data(), outRt.data(), inPtrs.data(), outPtrs.data(),
+            device.poisonOutputs(stream.get());
+            if (caps.runtime->enqueue(inRt.data(), outRt.data(), device.inPtrs.data(), device.outPtrs.data(),
                                       workspace.get(), stream.get()) != 0)
                 throw std::runtime_error("enqueue failed at iteration " + std::to_string(it));
             for (size_t o = 0; o < outputs.size(); ++o)
             {
-                cudaOk(cudaMemcpyAsync(outputs[o].bytes.data(), dOut[o]->get(), outputs[o].bytes.size(),
+                cudaOk(cudaMemcpyAsync(outputs[o].bytes.data(), device.out[o]->get(), outputs[o].bytes.size(),
                                        cudaMemcpyDeviceToHost, stream.get()),
                        "download");
             }
@@ -263,12 +249,7 @@ void runCase(size_t caseIndex, ConcurrencyOptions const& options, harness::Recor
 
 void runConcurrency(ConcurrencyOptions const& options, harness::RecordingLogger& logger, Counts& counts)
 {
-    if (!haveGpu(false))
-    {
-        counts.record(false, "concurrency",
-                      "no CUDA device: the concurrency run needs a GPU (fuzz needs none)");
-        return;
-    }
+    if (!requireGpu("concurrency", counts)) return;
     std::printf(
         "concurrency: %d threads x %lld iterations per case, cases of at most %lld input elements%s\n",
         options.threads, static_cast<long long>(options.iterations),

@@ -93,21 +93,8 @@ void runPlugin(std::string const& plugin, harness::Case const& c, LifecycleOptio
         for (auto const& s : c.inputs) inputs.emplace_back(s.type, s.dims);
         std::vector<harness::Reference> references(c.outputs.size());
         c.generate(inputs, references, rng);
-        std::vector<std::unique_ptr<DeviceMemory>> dIn, dOut;
-        std::vector<void const*> inPtrs;
-        std::vector<void*> outPtrs;
-        for (auto const& t : inputs)
-        {
-            dIn.push_back(std::make_unique<DeviceMemory>(t.bytes.size()));
-            cudaOk(cudaMemcpy(dIn.back()->get(), t.bytes.data(), t.bytes.size(), cudaMemcpyHostToDevice),
-                   "upload");
-            inPtrs.push_back(dIn.back()->get());
-        }
-        for (auto const& s : c.outputs)
-        {
-            dOut.push_back(std::make_unique<DeviceMemory>(harness::HostTensor(s.type, s.dims).bytes.size()));
-            outPtrs.push_back(dOut.back()->get());
-        }
+        DeviceTensors const device(c.inputs, c.outputs);
+        device.upload(inputs);
         DeviceMemory workspace(workspaceBytes);
         Stream stream;
         harness::HarnessResourceContext context;
@@ -140,17 +127,15 @@ void runPlugin(std::string const& plugin, harness::Case const& c, LifecycleOptio
             bool const verify = cycle == 0 || cycle == cycles - 1;
             if (verify)
             {
-                for (auto const& d : dOut)
-                    if (d->bytes() > 0)
-                        cudaOk(cudaMemsetAsync(d->get(), 0xFF, d->bytes(), stream.get()), "poison");
+                device.poisonOutputs(stream.get());
             }
-            if (caps.runtime->enqueue(inRt.data(), outRt.data(), inPtrs.data(), outPtrs.data(),
+            if (caps.runtime->enqueue(inRt.data(), outRt.data(), device.inPtrs.data(), device.outPtrs.data(),
                                       workspace.get(), stream.get()) != 0)
                 throw std::runtime_error("enqueue failed: " + errorsLogged(logger));
             cudaOk(cudaStreamSynchronize(stream.get()), "kernel execution");
             if (verify)
             {
-                std::string const wrong = verifyOutputs(c, dOut, references, worst);
+                std::string const wrong = verifyOutputs(c, device.out, references, worst);
                 if (!wrong.empty()) throw std::runtime_error("wrong result: " + wrong);
             }
             attached.reset();
@@ -211,11 +196,7 @@ void runPlugin(std::string const& plugin, harness::Case const& c, LifecycleOptio
 
 void runLifecycle(LifecycleOptions const& options, harness::RecordingLogger& logger, Counts& counts)
 {
-    if (!haveGpu(false))
-    {
-        counts.record(false, "lifecycle", "no CUDA device: the lifecycle run needs a GPU (fuzz needs none)");
-        return;
-    }
+    if (!requireGpu("lifecycle", counts)) return;
     std::printf(
         "lifecycle: %lld cycles per plugin; bounds after warm-up: GPU %.2f MiB, host RSS %.2f MiB%s\n",
         static_cast<long long>(options.cycles), options.gpuBoundMiB, options.hostBoundMiB,
