@@ -45,7 +45,13 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 $(VENV)/.installed-test: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[dev,rtx,test]'
+	$(PY) -m pip install -q -e '.[dev,rtx,test,triton]'
+	touch $@ $(VENV)/.installed-triton
+
+# The Triton kernels (plugins/*/kernel.py) are compiled at build time: `make plugins` adds the build-time
+# extra '.[triton]' (OpenAI Triton, about 170 MB) to the venv it builds with; `make serve` never does.
+$(VENV)/.installed-triton: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,triton]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -66,7 +72,7 @@ test-tools: $(CHECKOV_VENV)/.installed
 
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
 # plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
-plugins: trt-headers venv
+plugins: trt-headers venv $(VENV)/.installed-triton
 	@mkdir -p $(BUILD_DIR)
 	@set -e; for v in $(TRT_VERSIONS); do \
 	  echo "== plugin library against TensorRT $$v headers"; \

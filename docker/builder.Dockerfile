@@ -7,7 +7,7 @@ FROM ${TENSORRT_IMAGE}
 # Ubuntu 24.04 based images mark the system Python as externally managed; this is a throw-away build image.
 ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python3 -m pip install "cmake>=3.18" "numpy>=1.24" "onnx>=1.16" "pillow>=10.0" "pyyaml>=6.0" "tqdm>=4.66" \
-    "tritonclient[grpc]>=2.50"
+    "tritonclient[grpc]>=2.50" "triton==3.6.0"  # triton: plugins/*/kernel.py, compiled at build time
 
 WORKDIR /workspace/trt_plugin_kit
 COPY plugins plugins

@@ -101,9 +101,8 @@ def test_scaffold_changes_only_its_folders(copy: Path, tutorial_run):
     changed = sorted(line[3:] for line in status)
     assert changed, "the scaffold wrote nothing"
     # Per plugin exactly two folders: the plugin's, and its served model's (ONNX file included).
-    folders = [
-        f"{top}/{name}/" for top in ("plugins", "model_repository") for name in ("scaled_poly", "pair_reduce")
-    ]
+    names = ("scaled_poly", "pair_reduce", "scaled_tri")
+    folders = [f"{top}/{name}/" for top in ("plugins", "model_repository") for name in names]
     outside = [p for p in changed if not p.startswith(tuple(folders))]
     assert outside == [], (
         f"the scaffold or the tutorial's commands changed files outside the plugin and model folders: "
@@ -112,17 +111,20 @@ def test_scaffold_changes_only_its_folders(copy: Path, tutorial_run):
     assert (
         "plugins/scaled_poly/harness/cases.cpp" in changed and "plugins/pair_reduce/reference.py" in changed
     )
-    for name in ("scaled_poly", "pair_reduce"):
+    for name in names:
         model = {
             p.removeprefix(f"model_repository/{name}/")
             for p in changed
             if p.startswith(f"model_repository/{name}/")
         }
         assert model == {"config.pbtxt", "configs/cpu.pbtxt", "model.onnx", "1/README.md"}, model
+    # --kernel triton: kernel.py and its launch instead of the .cu file
+    assert {"plugins/scaled_tri/kernel.py", "plugins/scaled_tri/scaled_tri_launch.cpp"} <= set(changed)
+    assert not any(p.endswith(".cu") for p in changed if p.startswith("plugins/scaled_tri/"))
 
 
 def test_generated_code_is_lint_clean(copy: Path, tutorial_run):
-    folders = ["plugins/scaled_poly", "plugins/pair_reduce"]
+    folders = ["plugins/scaled_poly", "plugins/pair_reduce", "plugins/scaled_tri"]
     _run([sys.executable, "-m", "ruff", "check", *folders], copy)
     _run([sys.executable, "-m", "ruff", "format", "--check", *folders], copy)
     sources = [
@@ -137,7 +139,7 @@ def test_generated_code_is_lint_clean(copy: Path, tutorial_run):
 def test_harness_cpu_checks_cover_the_new_plugins(tutorial_run):
     harness = next(out for out in tutorial_run if "harness:" in out)
     assert re.search(r"harness: \d+ passed, 0 failed", harness)
-    for plugin, field in (("ScaledPoly", "scale"), ("PairReduce", "gain")):
+    for plugin, field in (("ScaledPoly", "scale"), ("PairReduce", "gain"), ("ScaledTri", "scale")):
         assert f"getFieldNames {plugin} matches its spec" in harness
         assert f"{plugin} rejects NaN {field}" in harness
     # ScaledPoly (one input, same shape) accepts every shape; PairReduce refuses mismatched inputs and rank 0.
@@ -150,7 +152,7 @@ def test_the_fuzzer_finds_nothing_in_the_new_plugins(copy: Path, tutorial_run):
     used to copy a malformed input shape into its output ("getOutputShapes succeeded with a malformed
     output 0")."""
     build = copy / "build" / "trt-11.1"
-    for plugin in ("ScaledPoly", "PairReduce"):
+    for plugin in ("ScaledPoly", "PairReduce", "ScaledTri"):
         result = _run(
             [str(build / "plugin_stress"), "fuzz", "--library", str(build / "libtrt_plugin_kit.so"),
              "--plugin", plugin, "--iterations", "300", "--seed", "1"],
@@ -220,6 +222,8 @@ print("ok")
         (["ok_name", "--inputs", "5"], "1 to 4"),
         (["ok_name", "--array-field", "scale"], "different names"),
         (["mnist"], "model_repository/mnist already exists"),  # the served model's folder is taken
+        (["ok_name", "--kernel", "triton", "--reduce"], "CUDA only"),
+        (["ok_name", "--kernel", "triton", "--float-field", "count"], "uses that name itself"),
     ],
 )
 def test_scaffold_refuses_bad_names(args, message, capsys, tmp_path):

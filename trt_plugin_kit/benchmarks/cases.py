@@ -27,7 +27,17 @@ LENET_FC2 = 10
 PEER_RATIO = 0.97
 PEER_TARGET = "plugin >= 1.0x its PyTorch peer (noise allowance 0.97x)"
 GIB = 1 << 30
-FAMILY_ORDER = ("L2Normalize", "PReLU", "LeakyReLU", "Pool", "FullyConnected", "ConcatCopy")
+FAMILY_ORDER = ("L2Normalize", "PReLU", "LeakyReLU", "Pool", "FullyConnected", "ConcatCopy", "SwiGLUSplit")
+# SwiGLU (a Triton kernel, plugins/swiglu/kernel.py): a gated fc1 of LeNet's width (2 x 500 -> 500) at the
+# serving sizes; large: wide rows (one row per program) and many narrow rows (16 x 64 tiles).
+SWIGLU_LARGE = ((16384, 8192), (1048576, 256))
+SWIGLU_MNIST_WIDTH = 2 * LENET_FC1
+# The head-to-head of the kernel languages: LeakyReLU's CUDA kernel against the same op in Triton
+# (plugins/benchmarks/triton_twin/), (dtype, elements, graph batch): the large shape and the serving sizes.
+TWIN_CASES = tuple(
+    [(dtype, math.prod(LARGE_NCHW), 0) for dtype in ("fp32", "fp16")]
+    + [(dtype, batch * LENET_FC1, MNIST_GRAPH_BATCH) for batch in MNIST_BATCHES for dtype in ("fp32", "fp16")]
+)
 
 
 @dataclass(frozen=True)
@@ -220,6 +230,26 @@ def concat_case(dtype, rows, cols, group, batch=None, graph_batch=0, note="") ->
     )
 
 
+def swiglu_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
+    prefix = f"mnist/b{batch}/swiglu" if group == "mnist" else "swiglu"
+    return Case(
+        id=f"{prefix}/{dtype}/{shape_text(shape)}",
+        family="SwiGLUSplit",
+        plugin="SwiGLUSplit",
+        dtype=dtype,
+        inputs=[shape],
+        outputs=[(*shape[:-1], shape[-1] // 2)],
+        fields="",
+        group=group,
+        graph_batch=graph_batch,
+        torch_op={"op": "swiglu"},
+        peers=["F.silu(a)*b"],
+        targets=[target] if target else [],
+        batch=batch,
+        note=note or "a Triton kernel (plugins/swiglu/kernel.py), compiled ahead of time",
+    )
+
+
 def build_cases() -> list[Case]:
     """Every case of the full run, targets first: large memory-bound shapes, FC, then the MNIST sizes."""
     cases: list[Case] = []
@@ -261,6 +291,10 @@ def build_cases() -> list[Case]:
         cases.append(c)
     for dtype in ("fp32", "fp16"):
         cases.append(concat_case(dtype, 32768, 1024, "large"))
+    for shape in SWIGLU_LARGE:
+        for dtype in ("fp32", "fp16"):
+            t = Target("SwiGLU (Triton) >= 90% of copy bandwidth", "pct_copy", ">=", 90.0)
+            cases.append(swiglu_case(dtype, shape, "large", t))
 
     extra = "not a LeNet layer: the plugin at a serving size, for the per-enqueue latency"
     for batch in MNIST_BATCHES:
@@ -281,6 +315,7 @@ def build_cases() -> list[Case]:
             l2_note = "the l2norm serving model's widest vector (4096); " + extra
             group.append(l2_case(dtype, (batch, 4096), "mnist", batch=batch, graph_batch=g, note=l2_note))
             group.append(concat_case(dtype, batch, 500, "mnist", batch=batch, graph_batch=g, note=extra))
+            group.append(swiglu_case(dtype, (batch, SWIGLU_MNIST_WIDTH), "mnist", batch=batch, graph_batch=g))
         if batch == 1:
             for c in group:
                 c.targets.append(

@@ -19,6 +19,7 @@ from trt_plugin_kit.benchmarks.cases import (
     GIB,
     MIN_REPETITIONS,
     QUICK_IDS,
+    TWIN_CASES,
     build_cases,
     build_chains,
     select_cases,
@@ -407,6 +408,24 @@ def measure(args) -> int:
             print(line, flush=True)
         report["chains"].append(rec)
         write_reports(report, out, chart=False)
+
+    # ---- 4b. the kernel languages head to head: LeakyReLU's CUDA kernel and the same op in Triton
+    report["head_to_head"] = []
+    if not args.quick and (not args.only or "head-to-head" in args.only):
+        for dtype, count, graph_batch in TWIN_CASES:
+            try:
+                twin = lib.twin(dtype, count, max(args.repetitions // 2, 50), graph_batch)
+                mode = f"graph x{graph_batch}" if graph_batch else "eager"
+                print(
+                    f"[head-to-head] LeakyReLU {dtype} x{count} ({mode}): "
+                    f"CUDA {twin['cuda_median_us']:.2f} us, Triton {twin['triton_median_us']:.2f} us "
+                    f"(Triton at x{twin['triton_over_cuda_speed']:.2f} the CUDA kernel's speed)"
+                )
+            except BenchError as error:
+                twin = {"dtype": dtype, "count": count, "graph_batch": graph_batch, "error": str(error)}
+                errors += 1
+                print(f"[head-to-head] LeakyReLU {dtype} x{count}: ERROR {error}")
+            report["head_to_head"].append(twin)
 
     # ---- 5. comparisons, targets, reports
     attach_comparisons(records, args.cases)

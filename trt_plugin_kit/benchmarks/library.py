@@ -51,6 +51,12 @@ class BenchLibrary:
         self.lib.tpk_bench_run.argtypes = [s, s, s, i, i, s, c_double_p, i, s, i]
         self.lib.tpk_bench_copy.argtypes = [ctypes.c_double, i, s, c_double_p, i, s, i]
         self.lib.tpk_bench_chain.argtypes = [s, i, s, s, i]
+        # The head-to-head of the kernel languages (plugins/benchmarks/triton_twin.cpp); absent from a
+        # library built without the Triton step.
+        self.has_twin = hasattr(self.lib, "tpk_bench_twin")
+        if self.has_twin:
+            self.lib.tpk_bench_twin.argtypes = [s, ctypes.c_double, i, i, s, i]
+            self.lib.tpk_bench_twin.restype = i
         functions = (
             "tpk_bench_load",
             "tpk_bench_device",
@@ -119,6 +125,14 @@ class BenchLibrary:
     def chain(self, spec: str, repetitions: int, options: str) -> dict:
         """A chain of plugins, one CUDA graph per forward (lenet_chain); its timings as a dict."""
         return json.loads(self._call(self.lib.tpk_bench_chain, spec.encode(), repetitions, options.encode()))
+
+    def twin(self, dtype: str, count: int, repetitions: int, graph_batch: int) -> dict:
+        """LeakyReLU's CUDA kernel and its Triton twin on the same buffers: medians and their ratio."""
+        if not self.has_twin:
+            raise BenchError("libplugin_bench.so was built without the Triton twin (no Triton at build time)")
+        return json.loads(
+            self._call(self.lib.tpk_bench_twin, dtype.encode(), float(count), repetitions, graph_batch)
+        )
 
     def copy(self, nbytes: int, repetitions: int, options: str) -> dict:
         results = self._results()

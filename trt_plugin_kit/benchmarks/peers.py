@@ -115,6 +115,13 @@ class TorchRunner:
                 return (lambda x: F.linear(x.flatten(1), weight, bias)), args
             weight_t = weight.t()
             return (lambda x: torch.matmul(x.flatten(1), weight_t)), args
+        if name == "F.silu(a)*b":
+
+            def swiglu(x):
+                a, b = x.chunk(2, dim=-1)
+                return F.silu(a) * b
+
+            return swiglu, args
         if name == "torch.cat+clone":
             return (lambda a, b: (torch.cat((a, b)), a.clone())), args
         raise BenchError(f"unknown PyTorch peer {name}")

@@ -146,6 +146,7 @@ def markdown(report: dict) -> str:
                     lines.append(row)
             lines.append("")
     lines += lenet_chain.markdown(report.get("chains", []))
+    lines += head_to_head_markdown(report.get("head_to_head", []))
     notes = [r for r in records if r.get("note")]
     if notes:
         lines += ["## Case notes", ""]
@@ -155,6 +156,32 @@ def markdown(report: dict) -> str:
     if skipped:
         lines += ["## Skipped", ""] + [f"- `{r['id']}`: {r['skipped']}" for r in skipped] + [""]
     return "\n".join(lines)
+
+
+def head_to_head_markdown(rows: list[dict]) -> list[str]:
+    """The kernel languages head to head: LeakyReLU's CUDA kernel against the same op in Triton."""
+    if not rows:
+        return []
+    lines = [
+        "## Kernel languages head to head: LeakyReLU in CUDA and in Triton",
+        "",
+        "The same op, the same buffers, the same timing: plugins/leaky_relu/leaky_relu_kernel.cu against "
+        "plugins/benchmarks/triton_twin/kernel.py (compiled ahead of time like a plugin's kernel.py, "
+        "launched through plugins/common/triton_kernel.h); outputs bit-identical. Ratio > 1: Triton faster.",
+        "",
+        "| dtype | elements | mode | Triton variant | CUDA us | Triton us | Triton speed / CUDA speed |",
+        "|---|---:|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        mode = f"graph x{r['graph_batch']}" if r.get("graph_batch") else "eager"
+        if r.get("error"):
+            lines.append(f"| {r['dtype']} | {r['count']} | {mode} | ERROR: {r['error']} | | | |")
+            continue
+        lines.append(
+            f"| {r['dtype']} | {r['count']} | {mode} | {r['variant']} | {fmt(r['cuda_median_us'], 2)} | "
+            f"{fmt(r['triton_median_us'], 2)} | {fmt(r['triton_over_cuda_speed'], 2, 'x')} |"
+        )
+    return lines + [""]
 
 
 def write_chart(report: dict, path: Path) -> str:

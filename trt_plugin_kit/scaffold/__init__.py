@@ -11,6 +11,11 @@ helper, the harness, the fuzzer and ``make docs`` pick it up from the folder alo
     --reduce: y_m = (m + 1) * sum of f(t) over the last axis, which becomes 1
 
     python -m trt_plugin_kit new-plugin scaled_sum --inputs 2 --array-field coefficients --reduce
+
+``--kernel triton`` writes the kernel in Python instead: ``kernel.py``, an OpenAI Triton ``@triton.jit``
+kernel compiled ahead of time by the CMake build into the library (trt_plugin_kit/triton_aot.py), and
+``<name>_launch.cpp``, which picks its variant and launches it (plugins/common/triton_kernel.h). Same-shape
+plugins only: ``--reduce`` is CUDA's.
 """
 
 from __future__ import annotations
@@ -37,6 +42,21 @@ MAX_TENSORS = 4
 FOLDER_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # Folders of plugins/ that are not plugins (no spec.yaml) but whose names are taken.
 RESERVED_FOLDERS = {"common", "harness", "benchmarks"}
+KERNEL_LANGUAGES = ("cuda", "triton")
+# Names the generated Triton kernel uses itself: a float field may not take one of them.
+TRITON_NAMES = {
+    "count",
+    "coefficients",
+    "n_coefficients",
+    "i",
+    "mask",
+    "t",
+    "acc",
+    "value",
+    "k",
+    "tl",
+    "triton",
+}
 
 
 class ScaffoldError(ValueError):
@@ -52,6 +72,7 @@ class Options:
     float_field: str | None = "scale"
     array_field: str | None = None
     reduce: bool = False
+    kernel: str = "cuda"  # or "triton": kernel.py compiled ahead of time
 
     @property
     def formula(self) -> str:
@@ -99,6 +120,17 @@ def validate(options: Options, plugins_dir: Path = PLUGINS_DIR) -> None:
             raise ScaffoldError(f"field {field!r}: a lowercase identifier")
     if len(set(fields)) != len(fields):
         raise ScaffoldError("the float field and the array field need different names")
+    if options.kernel not in KERNEL_LANGUAGES:
+        raise ScaffoldError(f"--kernel {options.kernel!r}: one of {', '.join(KERNEL_LANGUAGES)}")
+    if options.kernel == "triton":
+        if options.reduce:
+            raise ScaffoldError(
+                "--kernel triton scaffolds same-shape plugins; --reduce (a reduction over the last axis) is "
+                "generated in CUDA only"
+            )
+        taken = TRITON_NAMES | {f"x{n}" for n in range(MAX_TENSORS)} | {f"y{n}" for n in range(MAX_TENSORS)}
+        if options.float_field in taken:
+            raise ScaffoldError(f"field {options.float_field!r}: the Triton kernel uses that name itself")
 
 
 # ------------------------------------------------------------------------------------------ snippets
@@ -274,6 +306,70 @@ def _python_snippets(o: Options) -> dict[str, str]:
     }
 
 
+def _kernel_snippets(o: Options) -> dict[str, str]:
+    """What differs between the kernel languages: the kernel files and the object the plugin prepares."""
+    cls, float_name = o.creator, float_identifiers(o)[0]
+    if o.kernel == "cuda":
+        return {
+            "kernels_include": "",
+            "kernels_struct": (
+                "//! What the kernels need before enqueue: nothing for CUDA kernels, compiled into the "
+                f"library with it.\nstruct {cls}Kernels\n{{\n"
+                "    void prepare(nvinfer1::DataType /*type*/) {}\n};\n"
+            ),
+            "kernel_files": f"`{o.name}_kernel.h`, `{o.name}_kernel.cu`",
+            "kernel_what": "the CUDA kernel",
+            "kernel_where": f"`op()` in `{o.name}_kernel.cu`",
+        }
+    ins = [f"x{n}" for n in range(o.inputs)]
+    outs = [f"y{n}" for n in range(o.outputs)]
+    coeffs = ["coefficients", "n_coefficients"] if o.array_field else []
+    params = [*ins, *outs, *coeffs, float_name, "count"]
+    signature = [f'"{a}": pointer' for a in ins + outs]
+    if o.array_field:
+        signature += ['"coefficients": "*fp32"', '"n_coefficients": "i32"']
+    signature += [f'"{float_name}": "fp32"', '"count": "i64"']
+    body = [f"    t = tl.load({ins[0]} + i, mask=mask).to(tl.float32)"]
+    body += [f"    t += tl.load({x} + i, mask=mask).to(tl.float32)" for x in ins[1:]]
+    if o.array_field:
+        body += [
+            "    # p(t) by Horner's rule; the coefficients (device memory) lowest power first",
+            "    acc = tl.zeros_like(t)",
+            "    for k in range(0, n_coefficients):",
+            "        acc = acc * t + tl.load(coefficients + (n_coefficients - 1 - k))",
+            f"    value = {float_name} * acc",
+        ]
+    else:
+        body.append(f"    value = {float_name} * t")
+    body += [
+        f"    tl.store({y} + i, ({m + 1}.0 * value).to({y}.dtype.element_ty), mask=mask)"
+        for m, y in enumerate(outs)
+    ]
+    args = [f"args.inputs[{n}]" for n in range(o.inputs)] + [f"args.outputs[{m}]" for m in range(o.outputs)]
+    if o.array_field:
+        args += ["args.coefficients", "args.nbCoefficients"]
+    args += [f"args.{float_name}", "args.count"]
+    return {
+        "kernels_include": '\n#include "../common/triton_kernel.h"\n',
+        "kernels_struct": (
+            "//! The Triton kernel's variants (kernel.py), loaded by prepare() in onShapeChange, never in "
+            "enqueue;\n//! the plugin object's copies share the module, unloaded with the last of them.\n"
+            f"struct {cls}Kernels\n{{\n"
+            f'    TritonKernel fp32{{"{o.name}", "fp32"}};\n'
+            f'    TritonKernel fp16{{"{o.name}", "fp16"}};\n'
+            "    int64_t block{0};  // kernel.py's BLOCK: elements per program\n"
+            "    void prepare(nvinfer1::DataType type);\n};\n"
+        ),
+        "kernel_files": f"`kernel.py`, `{o.name}_kernel.h`, `{o.name}_launch.cpp`",
+        "kernel_what": "the OpenAI Triton kernel (compiled ahead of time into the library) and its launch",
+        "kernel_where": "the kernel in `kernel.py`",
+        "triton_params": ", ".join(params),
+        "triton_signature": ", ".join(signature),
+        "triton_body": "\n".join(body),
+        "launch_args": ", ".join(args),
+    }
+
+
 def render(o: Options, command_args: str) -> dict[str, str]:
     """File name (relative to the plugin folder) -> content."""
     shape = [2, 3, 5]
@@ -307,16 +403,24 @@ def render(o: Options, command_args: str) -> dict[str, str]:
         **_cpp_snippets(o),
         **_cases_snippets(o),
         **_python_snippets(o),
+        **_kernel_snippets(o),
     }
 
     def fill(template: str) -> str:
         return Template((TEMPLATES / template).read_text()).substitute(values)
 
-    kernel = fill("kernel_common.tmpl") + fill("kernel_reduce.tmpl" if o.reduce else "kernel_same.tmpl")
+    if o.kernel == "triton":
+        kernel_files = {
+            "kernel.py": fill("kernel_triton.py.tmpl"),
+            f"{o.name}_launch.cpp": fill("kernel_triton_launch.tmpl"),
+        }
+    else:
+        kernel = fill("kernel_common.tmpl") + fill("kernel_reduce.tmpl" if o.reduce else "kernel_same.tmpl")
+        kernel_files = {f"{o.name}_kernel.cu": kernel + fill("kernel_launch.tmpl")}
     return {
         "spec.yaml": fill("spec.yaml.tmpl"),
         f"{o.name}_kernel.h": fill("kernel.h.tmpl"),
-        f"{o.name}_kernel.cu": kernel + fill("kernel_launch.tmpl"),
+        **kernel_files,
         f"{o.name}_plugin.h": fill("plugin.h.tmpl"),
         f"{o.name}_plugin.cpp": fill("plugin.cpp.tmpl"),
         "harness/cases.cpp": fill("cases.cpp.tmpl"),
@@ -397,6 +501,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reduce", action="store_true", help="reduce the last axis (kept as 1) instead of same-shape"
     )
+    parser.add_argument(
+        "--kernel",
+        choices=KERNEL_LANGUAGES,
+        default="cuda",
+        help="the kernel's language: cuda (a .cu file) or triton (kernel.py, OpenAI Triton compiled ahead of "
+        "time into the library; needs triton at build time only)",
+    )
     args = parser.parse_args(argv)
     options = Options(
         name=args.name,
@@ -406,6 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         float_field=None if args.no_float_field else args.float_field,
         array_field=args.array_field,
         reduce=args.reduce,
+        kernel=args.kernel,
     )
     try:
         folder = create(options, " ".join(argv if argv is not None else sys.argv[1:]))
