@@ -174,21 +174,21 @@ format: venv
 # A working plugin folder to change into your own op: make new-plugin NAME=my_op [NEW_PLUGIN_ARGS="--inputs 2"]
 new-plugin: venv
 	@test -n "$(NAME)" || { echo "usage: make new-plugin NAME=my_op [NEW_PLUGIN_ARGS='--inputs 2 --reduce']"; exit 2; }
-	$(PY) -m trt_plugin_kit new-plugin $(NAME) $(NEW_PLUGIN_ARGS)
+	$(VENV)/bin/trt-plugin-kit new-plugin $(NAME) $(NEW_PLUGIN_ARGS)
 
 # Rewrites the README tables generated from plugins/*/spec.yaml (tests fail while they are stale).
 docs: venv
-	$(PY) -m trt_plugin_kit.specs docs
+	$(VENV)/bin/trt-plugin-kit specs docs
 
 serve: venv edge-native
-	$(PY) -m trt_plugin_kit.serving $(SERVE_ARGS)
+	$(VENV)/bin/trt-plugin-kit serve $(SERVE_ARGS)
 
 # Regenerate the parts of deploy/kubernetes/ derived from serving.py, interface.py and docker-compose.yml.
 k8s-generate: venv
-	$(PY) -m trt_plugin_kit.deploy.kubernetes
+	$(VENV)/bin/trt-plugin-kit kubernetes
 
 loadtest: venv
-	$(PY) -m loadtests $(LOADTEST_ARGS)
+	$(VENV)/bin/trt-plugin-kit-loadtest $(LOADTEST_ARGS)
 
 # NVIDIA's perf_analyzer against the running server (make serve): every model, both protocols, a concurrency
 # sweep, reports/perf-<time>/report.md. Native where glibc >= 2.38 (the wheel of the extra perf), else from a

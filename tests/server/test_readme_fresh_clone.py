@@ -126,25 +126,25 @@ def readme_quick_start(clone: Path) -> list[tuple[str, str]]:
 def test_the_readme_quick_start_works_on_other_ports_without_shared(clone, ports, served):
     commands = readme_quick_start(clone)
     assert [c for c, _ in commands][:2] == [
-        ".venv/bin/python -m clients health",
-        ".venv/bin/python -m clients infer samples/digits/*.png --top-k 3",
+        ".venv/bin/trt-plugin-kit-client health",
+        ".venv/bin/trt-plugin-kit-client infer samples/digits/*.png --top-k 3",
     ]
     env = user_env(ports)
     seen = set()
     for command, comment in commands:
         result = run(clone, command, env)
         explain = f"$ {command}\nexit {result.returncode}\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}"
-        if " clients health" in command:
+        if "-client health" in command:
             assert result.returncode == 0, explain
             assert f"at 127.0.0.1:{ports['grpc']} over gRPC: live, ready" in result.stdout, explain
             assert result.stdout.splitlines()[-1] == "health: OK"
-        elif " clients infer samples/digits/" in command:
+        elif "-client infer samples/digits/" in command:
             assert result.returncode == 0, explain
             lines = result.stdout.splitlines()
             assert len(lines) == 10 and all(
                 line.startswith(f"samples/digits/{d}.png: {d} (") for d, line in enumerate(lines)
             ), explain
-        elif " clients eval" in command:
+        elif "-client eval" in command:
             # No ../shared: eval names what it needs, where it looked and how to point elsewhere.
             assert result.returncode == 7, explain
             missing = clone.parent / "shared" / "data" / "mnist"
