@@ -98,7 +98,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add(
         group,
         "--stability-percent",
-        variable=None,
+        variable="PERF_STABILITY_PERCENT",
         default=SweepSettings.stability_percent,
         convert=cli.positive_int,
         metavar="P",

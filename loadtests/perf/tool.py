@@ -13,8 +13,9 @@ glibc 2.38 or newer). Three ways to run it, tried in this order by `how="auto"`:
           perf-image, also the compose service's image), run with host networking and the host's IPC.
 
 Nothing comes from a registry at run time: the root's packages come from a Debian mirror (like the compose
-base image of scripts/compose_test.py) and the perf-analyzer wheel from the host's wheelhouse
-(docker/wheelhouse/, filled once with `pip download`).
+base image of scripts/compose_test.py) and the wheels (perf-analyzer, and NVIDIA's CUDA runtime, which
+perf_analyzer loads for --shared-memory) from the host's wheelhouse (docker/wheelhouse/, filled once with
+`pip download`).
 """
 
 from __future__ import annotations
@@ -286,6 +287,8 @@ def find(how: str = "auto") -> PerfAnalyzer:
     if how in ("auto", "docker") and docker_answers():
         make_image()
         return PerfAnalyzer("docker")
+    if how == "docker":
+        raise ToolUnavailable("--tool docker: no Docker daemon answers here (`docker info` failed)")
     raise ToolUnavailable(
         f"perf_analyzer {PERF_ANALYZER_VERSION} cannot run here: it needs glibc >= "
         f"{MIN_GLIBC[0]}.{MIN_GLIBC[1]} (this host: {'.'.join(map(str, glibc_version()))}) for a native "
