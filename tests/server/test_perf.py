@@ -115,4 +115,5 @@ def test_make_perf_without_a_server_says_so(tmp_path):
     port = str(free_port())
     result = make_perf("127.0.0.1", port, port, f"--reports-dir {tmp_path}")
     assert result.returncode != 0, explain(result)
-    assert f"no ready server at HTTP 127.0.0.1:{port}" in result.stderr and "make serve" in result.stderr
+    assert f"no ready Triton server at HTTP 127.0.0.1:{port}" in result.stderr, explain(result)
+    assert "start one with `make serve`" in result.stderr
