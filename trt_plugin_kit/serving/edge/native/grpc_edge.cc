@@ -1,6 +1,6 @@
 // The edge's public gRPC port, compiled: grpc_front.py's rules for ModelInfer at a cost Python cannot reach.
 //
-// Started and supervised by the Python edge (trt_plugin_kit.serving.edge.native), which writes everything
+// Started and supervised by the Python edge (edge/native_front.py), which writes everything
 // this program knows on its stdin: the limits (edge/limits.py), the names and datatypes the protocol allows
 // (edge/tensors.py), the methods served, the sockets, and later the served models' interfaces
 // (edge/upstream.py). Nothing here is a copy of those facts; the protocol's field numbers are the only
