@@ -279,8 +279,8 @@ def main() -> int:
         "the rounds alternate the targets so that it falls on each alike.",
         "",
         "CPU µs/request: the server's processes (tritonserver, its Python stubs, the edge) plus this client, "
-        "per answered request; **CPU ratio** = edge off's / edge on's, the throughput ratio the same cores "
-        "would give without other work on them.",
+        "per answered request; **CPU ratio** = edge off's / edge on's: the throughput ratio at saturation if "
+        "the cores were this benchmark's alone and CPU per request stayed as measured.",
         "",
         "| request | target | req/s | p50 ms | p99 ms | failures | CPU µs/request (server + client) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
