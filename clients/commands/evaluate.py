@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from clients.commands._common import check_batch_size, chunks
+from clients.commands._common import check_batch_size, chunks, sending_options
 from clients.contracts import MNIST, MNIST_PIPELINE
 from clients.errors import EXIT_FAILED, BadInputError, UsageError
 from clients.inputs import LabelledDigits, load_idx_pair, load_labelled_folder, load_mnist_dir
@@ -187,12 +187,9 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
                 client,
                 model,
                 jobs,
-                version=args.model_version,
-                concurrency=args.concurrency,
-                shared_memory=args.shared_memory,
-                cuda_device=args.cuda_device,
                 stop_on_error=True,
                 on_done=lambda outcome: bar.update(outcome.job.batch_size),
+                **sending_options(args),
             )
             elapsed = time.perf_counter() - started
 

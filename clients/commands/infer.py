@@ -13,7 +13,13 @@ import sys
 
 import numpy as np
 
-from clients.commands._common import check_batch_size, chunks, failed_summary, parse_classification
+from clients.commands._common import (
+    check_batch_size,
+    chunks,
+    failed_summary,
+    parse_classification,
+    sending_options,
+)
 from clients.contracts import MNIST, MNIST_PIPELINE
 from clients.errors import RejectedInputError, UsageError
 from clients.inputs import EncodedImage, bytes_tensor, gather_images, preprocess_all_for_mnist
@@ -51,12 +57,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
         for warning in check.warnings:
             print(f"warning: {warning}", file=sys.stderr)
 
-        run_options = {
-            "version": args.model_version,
-            "concurrency": args.concurrency,
-            "shared_memory": args.shared_memory,
-            "cuda_device": args.cuda_device,
-        }
+        run_options = sending_options(args)
         jobs = [
             _make_job(list(group), images, tensors, args.top_k)
             for group in chunks(range(len(images)), args.batch_size)
