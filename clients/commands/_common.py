@@ -11,6 +11,7 @@ import numpy as np
 from clients.contracts import ModelCheck
 from clients.errors import InferenceError, UsageError
 from clients.runner import Outcome
+from clients.triton import ConnectionSettings
 
 T = TypeVar("T")
 
@@ -27,6 +28,16 @@ def sending_options(args: argparse.Namespace) -> dict[str, Any]:
         "concurrency": args.concurrency,
         "shared_memory": args.shared_memory,
         "cuda_device": args.cuda_device,
+    }
+
+
+def run_facts(model: str, settings: ConnectionSettings, args: argparse.Namespace) -> dict[str, Any]:
+    """What a JSON document or report says first: which model, served how and where, fed --raw or not."""
+    return {
+        "model": model,
+        "protocol": settings.protocol,
+        "url": settings.resolved_url(),
+        "raw": args.raw,
     }
 
 

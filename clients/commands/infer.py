@@ -18,6 +18,7 @@ from clients.commands._common import (
     chunks,
     failed_summary,
     parse_classification,
+    run_facts,
     sending_options,
 )
 from clients.contracts import MNIST, MNIST_PIPELINE
@@ -86,10 +87,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
 
     if args.json:
         document = {
-            "model": model,
-            "protocol": settings.protocol,
-            "url": settings.resolved_url(),
-            "raw": args.raw,
+            **run_facts(model, settings, args),
             "results": results,
             "errors": [
                 {"inputs": [str(images[i].path) for i in o.job.payload], "error": str(o.error)}
