@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import inspect
 import logging
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from clients import errors, shm
 from clients.shm import SHARED_MEMORY_KINDS
@@ -141,50 +142,52 @@ def _sending_arguments(parser: argparse.ArgumentParser, batch_size: int, what: s
     _shared_memory_arguments(parser)
 
 
+# The sub-commands in --help order: name -> the function that adds its flags, whose docstring is its help.
+_COMMANDS: dict[str, Callable[[argparse.ArgumentParser], None]] = {}
+
+
+def _subcommand(name: str):
+    """Registers the decorated function as sub-command `name`'s flags. Its docstring is the command's help:
+    the one-line summary (the command list), a description paragraph, then `examples:`, one a line."""
+
+    def register(add_flags: Callable[[argparse.ArgumentParser], None]):
+        _COMMANDS[name] = add_flags
+        return add_flags
+
+    return register
+
+
 def _add_command(
     commands: argparse._SubParsersAction,
     common: argparse.ArgumentParser,
     name: str,
-    *,
-    summary: str,
-    description: str,
-    examples: Sequence[str],
-) -> argparse.ArgumentParser:
-    """A sub-command with the connection flags, its one-line summary, a description and examples."""
-    return commands.add_parser(
-        name,
-        parents=[common],
-        formatter_class=_HelpFormatter,
-        help=summary,
-        description=_paragraph(description),
-        epilog="examples:\n" + "\n".join(f"  {example}" for example in examples),
+    add_flags: Callable[[argparse.ArgumentParser], None],
+) -> None:
+    """A sub-command with the connection flags, its own flags and the help its flags' docstring gives."""
+    summary, description, examples = inspect.cleandoc(add_flags.__doc__ or "").split("\n\n", 2)
+    add_flags(
+        commands.add_parser(
+            name,
+            parents=[common],
+            formatter_class=_HelpFormatter,
+            help=summary,
+            description=_paragraph(" ".join(description.split())),
+            epilog=examples,
+        )
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    common = _connection_parser()
-    parser = argparse.ArgumentParser(
-        prog="python -m clients",
-        description=_paragraph("Clients for the trt_plugin_kit models on Triton (gRPC or HTTP)."),
-        formatter_class=_HelpFormatter,
-        epilog="Run `python -m clients COMMAND --help` for the flags of a command.\n"
-        "Exit codes: 0 ok, 1 failed, 2 usage, 3 server unreachable, 4 model not ready/unknown, "
-        "5 wrong model, 6 timeout, 7 bad input, 8 restricted API without --admin-key.",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+@_subcommand("infer")
+def _infer_flags(infer: argparse.ArgumentParser) -> None:
+    """classify digit images (top-k with labels)
 
-    infer = _add_command(
-        commands,
-        common,
-        "infer",
-        summary="classify digit images (top-k with labels)",
-        description="Classify images: encoded PNG/JPEG bytes to mnist_pipeline, or with --raw preprocessed "
-        "tensors to mnist. Prints the top-k classes with their labels (Triton's classification extension).",
-        examples=(
-            "python -m clients infer digits/ --top-k 3",
-            "python -m clients infer --protocol http --raw 'digits/*.png' --json",
-        ),
-    )
+    Classify images: encoded PNG/JPEG bytes to mnist_pipeline, or with --raw preprocessed tensors to mnist.
+    Prints the top-k classes with their labels (Triton's classification extension).
+
+    examples:
+      python -m clients infer digits/ --top-k 3
+      python -m clients infer --protocol http --raw 'digits/*.png' --json
+    """
     infer.add_argument("images", nargs="+", metavar="IMAGE", help="image files, directories or glob patterns")
     infer.add_argument(
         "--raw", action="store_true", help="preprocess on the client and send tensors to the mnist model"
@@ -198,18 +201,18 @@ def build_parser() -> argparse.ArgumentParser:
     infer.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     _sending_arguments(infer, batch_size=8, what="images")
 
-    l2norm = _add_command(
-        commands,
-        common,
-        "l2norm",
-        summary="L2-normalize vectors with the l2norm model",
-        description="Send vectors (rows of a .npy array, lines of a CSV file, or stdin) to the l2norm "
-        "model and print or save the normalized vectors.",
-        examples=(
-            "python -m clients l2norm vectors.npy --output normalized.npy",
-            "echo '3,4' | python -m clients l2norm --protocol http",
-        ),
-    )
+
+@_subcommand("l2norm")
+def _l2norm_flags(l2norm: argparse.ArgumentParser) -> None:
+    """L2-normalize vectors with the l2norm model
+
+    Send vectors (rows of a .npy array, lines of a CSV file, or stdin) to the l2norm model and print or save
+    the normalized vectors.
+
+    examples:
+      python -m clients l2norm vectors.npy --output normalized.npy
+      echo '3,4' | python -m clients l2norm --protocol http
+    """
     l2norm.add_argument(
         "source",
         nargs="?",
@@ -224,23 +227,23 @@ def build_parser() -> argparse.ArgumentParser:
     l2norm.add_argument("--json", action="store_true", help="print the vectors as JSON instead of CSV lines")
     _sending_arguments(l2norm, batch_size=16, what="vectors")
 
-    tensor = _add_command(
-        commands,
-        common,
-        "tensor",
-        summary="any model: inputs from .npy/.npz (or generated), outputs printed or saved",
-        description="Send tensors to any model the server serves, described by what the server reports "
-        "(names, datatypes, shapes with the batch dimension): inputs from a .npy file (a one-input model), "
-        "an .npz file (one array per input name) or --input NAME=FILE.npy per input, items along the first "
-        "axis; or --generate N items uniform in --range. Outputs are printed, as JSON with --json, or saved "
-        "with --output (.npz: every output; .npy: the one output).",
-        examples=(
-            "python -m clients tensor --model scaled_poly x.npy",
-            "python -m clients tensor --model my_model inputs.npz --output outputs.npz",
-            "python -m clients tensor --model my_model --input a=a.npy --input b=b.npy --json",
-            "python -m clients tensor --model scaled_poly --generate 4 --range 0:1",
-        ),
-    )
+
+@_subcommand("tensor")
+def _tensor_flags(tensor: argparse.ArgumentParser) -> None:
+    """any model: inputs from .npy/.npz (or generated), outputs printed or saved
+
+    Send tensors to any model the server serves, described by what the server reports (names, datatypes,
+    shapes with the batch dimension): inputs from a .npy file (a one-input model), an .npz file (one array per
+    input name) or --input NAME=FILE.npy per input, items along the first axis; or --generate N items uniform
+    in --range. Outputs are printed, as JSON with --json, or saved with --output (.npz: every output; .npy:
+    the one output).
+
+    examples:
+      python -m clients tensor --model scaled_poly x.npy
+      python -m clients tensor --model my_model inputs.npz --output outputs.npz
+      python -m clients tensor --model my_model --input a=a.npy --input b=b.npy --json
+      python -m clients tensor --model scaled_poly --generate 4 --range 0:1
+    """
     tensor.add_argument(
         "data", nargs="?", metavar="DATA", help=".npy (one-input model) or .npz (per input name)"
     )
@@ -268,29 +271,29 @@ def build_parser() -> argparse.ArgumentParser:
     tensor.add_argument("--json", action="store_true", help="print the outputs as JSON")
     _sending_arguments(tensor, batch_size=16, what="items")
 
+
+@_subcommand("eval")
+def _eval_flags(evaluate: argparse.ArgumentParser) -> None:
+    """accuracy, confusion matrix, throughput, latency on labelled digits (the MNIST dev digits)
+
+    Evaluate a deployment on labelled digits: the MNIST dev digits (IDX files that are not part of the
+    repository: ../shared/data/mnist beside it, or --mnist-dir / $MNIST_DIR), the standard MNIST files
+    (t10k-images-idx3-ubyte[.gz] ...) in --mnist-dir, any IDX pair (--images/--labels), or a folder of
+    pictures with one sub-folder per label (--image-folder). Through mnist_pipeline (digits PNG-encoded,
+    pictures as they are) or, with --raw, through mnist. Without data it stops with exit code 7 and says where
+    it looked. The last output line is `accuracy: <fraction>`; the line before it names the digits, and says
+    'held out from training' only of the shipped dev digits.
+
+    examples:
+      python -m clients eval
+      python -m clients eval --split all
+      python -m clients eval --mnist-dir ~/data/mnist           # t10k-images-idx3-ubyte.gz ...
+      python -m clients eval --images imgs.idx3-ubyte --labels labels.idx1-ubyte
+      python -m clients eval --image-folder my_digits/          # my_digits/0/*.png ... my_digits/9/
+      python -m clients eval --url http://127.0.0.1:8000 --raw --min-accuracy 0.97
+    """
     from clients.commands.evaluate import SPLITS
 
-    evaluate = _add_command(
-        commands,
-        common,
-        "eval",
-        summary="accuracy, confusion matrix, throughput, latency on labelled digits (the MNIST dev digits)",
-        description="Evaluate a deployment on labelled digits: the MNIST dev digits (IDX files that are not "
-        "part of the repository: ../shared/data/mnist beside it, or --mnist-dir / $MNIST_DIR), the standard "
-        "MNIST files (t10k-images-idx3-ubyte[.gz] ...) in --mnist-dir, any IDX pair (--images/--labels), or "
-        "a folder of pictures with one sub-folder per label (--image-folder). Through mnist_pipeline (digits "
-        "PNG-encoded, pictures as they are) or, with --raw, through mnist. Without data it stops with exit "
-        "code 7 and says where it looked. The last output line is `accuracy: <fraction>`; the line before it "
-        "names the digits, and says 'held out from training' only of the shipped dev digits.",
-        examples=(
-            "python -m clients eval",
-            "python -m clients eval --split all",
-            "python -m clients eval --mnist-dir ~/data/mnist           # t10k-images-idx3-ubyte.gz ...",
-            "python -m clients eval --images imgs.idx3-ubyte --labels labels.idx1-ubyte",
-            "python -m clients eval --image-folder my_digits/          # my_digits/0/*.png ... my_digits/9/",
-            "python -m clients eval --url http://127.0.0.1:8000 --raw --min-accuracy 0.97",
-        ),
-    )
     data = evaluate.add_argument_group("data (one source at a time)")
     data.add_argument(
         "--mnist-dir",
@@ -340,20 +343,20 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--no-progress", action="store_true", help="no progress bar")
     _sending_arguments(evaluate, batch_size=16, what="digits")
 
+
+@_subcommand("health")
+def _health_flags(health: argparse.ArgumentParser) -> None:
+    """server and model readiness, metadata, config vs. what the clients expect
+
+    Check that the server answers and is ready, and that each model is ready and has the tensors (names,
+    dtypes, shapes) the clients send and read. Exit code 0 only if all is well.
+
+    examples:
+      python -m clients health
+      python -m clients health --protocol http --model mnist
+    """
     from clients.contracts import CONTRACTS
 
-    health = _add_command(
-        commands,
-        common,
-        "health",
-        summary="server and model readiness, metadata, config vs. what the clients expect",
-        description="Check that the server answers and is ready, and that each model is ready and has the "
-        "tensors (names, dtypes, shapes) the clients send and read. Exit code 0 only if all is well.",
-        examples=(
-            "python -m clients health",
-            "python -m clients health --protocol http --model mnist",
-        ),
-    )
     health.add_argument(
         "--model",
         action="append",
@@ -367,6 +370,21 @@ def build_parser() -> argparse.ArgumentParser:
         help="interface to compare the model with (default: the one named like the model)",
     )
     health.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _connection_parser()
+    parser = argparse.ArgumentParser(
+        prog="python -m clients",
+        description=_paragraph("Clients for the trt_plugin_kit models on Triton (gRPC or HTTP)."),
+        formatter_class=_HelpFormatter,
+        epilog="Run `python -m clients COMMAND --help` for the flags of a command.\n"
+        "Exit codes: 0 ok, 1 failed, 2 usage, 3 server unreachable, 4 model not ready/unknown, "
+        "5 wrong model, 6 timeout, 7 bad input, 8 restricted API without --admin-key.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, add_flags in _COMMANDS.items():
+        _add_command(commands, common, name, add_flags)
     return parser
 
 

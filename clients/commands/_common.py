@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Iterator, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 
 from clients.contracts import ModelCheck
 from clients.errors import InferenceError, UsageError
 from clients.runner import Outcome
+from clients.triton import ConnectionSettings
 
 T = TypeVar("T")
 
@@ -17,6 +19,26 @@ T = TypeVar("T")
 def chunks(items: Sequence[T], size: int) -> Iterator[Sequence[T]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
+
+
+def sending_options(args: argparse.Namespace) -> dict[str, Any]:
+    """`run_jobs` keywords from the sending commands' flags (cli._sending_arguments, --model-version)."""
+    return {
+        "version": args.model_version,
+        "concurrency": args.concurrency,
+        "shared_memory": args.shared_memory,
+        "cuda_device": args.cuda_device,
+    }
+
+
+def run_facts(model: str, settings: ConnectionSettings, args: argparse.Namespace) -> dict[str, Any]:
+    """What a JSON document or report says first: which model, served how and where, fed --raw or not."""
+    return {
+        "model": model,
+        "protocol": settings.protocol,
+        "url": settings.resolved_url(),
+        "raw": args.raw,
+    }
 
 
 def check_batch_size(batch_size: int, check: ModelCheck, model: str) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from clients.commands._common import check_batch_size, chunks
+from clients.commands._common import check_batch_size, chunks, run_facts, sending_options
 from clients.contracts import MNIST, MNIST_PIPELINE
 from clients.errors import EXIT_FAILED, BadInputError, UsageError
 from clients.inputs import LabelledDigits, load_idx_pair, load_labelled_folder, load_mnist_dir
@@ -187,12 +187,9 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
                 client,
                 model,
                 jobs,
-                version=args.model_version,
-                concurrency=args.concurrency,
-                shared_memory=args.shared_memory,
-                cuda_device=args.cuda_device,
                 stop_on_error=True,
                 on_done=lambda outcome: bar.update(outcome.job.batch_size),
+                **sending_options(args),
             )
             elapsed = time.perf_counter() - started
 
@@ -214,10 +211,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
     print(f"latency per request (ms): {latency.format()}")
     if args.report:
         report = {
-            "model": model,
-            "protocol": settings.protocol,
-            "url": settings.resolved_url(),
-            "raw": args.raw,
+            **run_facts(model, settings, args),
             "mnist_dir": None if data.mnist_dir is None else str(data.mnist_dir),
             "images": str(data.source),
             "labels": None if data.labels_source is None else str(data.labels_source),

@@ -13,7 +13,14 @@ import sys
 
 import numpy as np
 
-from clients.commands._common import check_batch_size, chunks, failed_summary, parse_classification
+from clients.commands._common import (
+    check_batch_size,
+    chunks,
+    failed_summary,
+    parse_classification,
+    run_facts,
+    sending_options,
+)
 from clients.contracts import MNIST, MNIST_PIPELINE
 from clients.errors import RejectedInputError, UsageError
 from clients.inputs import EncodedImage, bytes_tensor, gather_images, preprocess_all_for_mnist
@@ -51,12 +58,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
         for warning in check.warnings:
             print(f"warning: {warning}", file=sys.stderr)
 
-        run_options = {
-            "version": args.model_version,
-            "concurrency": args.concurrency,
-            "shared_memory": args.shared_memory,
-            "cuda_device": args.cuda_device,
-        }
+        run_options = sending_options(args)
         jobs = [
             _make_job(list(group), images, tensors, args.top_k)
             for group in chunks(range(len(images)), args.batch_size)
@@ -85,10 +87,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
 
     if args.json:
         document = {
-            "model": model,
-            "protocol": settings.protocol,
-            "url": settings.resolved_url(),
-            "raw": args.raw,
+            **run_facts(model, settings, args),
             "results": results,
             "errors": [
                 {"inputs": [str(images[i].path) for i in o.job.payload], "error": str(o.error)}

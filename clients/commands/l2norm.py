@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from clients.commands._common import check_batch_size, chunks
+from clients.commands._common import check_batch_size, chunks, sending_options
 from clients.contracts import L2NORM
 from clients.errors import BadInputError, UsageError
 from clients.inputs import load_vectors, save_vectors
@@ -39,16 +39,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
                 Job({input_name: batch}, [OutputSpec(output_name, shape=batch.shape, dtype=np.float32)])
             )
         # All or nothing: a partial result would misalign rows, so the first failure stops the run.
-        outcomes = await run_jobs(
-            client,
-            args.model,
-            jobs,
-            version=args.model_version,
-            concurrency=args.concurrency,
-            shared_memory=args.shared_memory,
-            cuda_device=args.cuda_device,
-            stop_on_error=True,
-        )
+        outcomes = await run_jobs(client, args.model, jobs, stop_on_error=True, **sending_options(args))
 
     normalized = np.concatenate(
         [o.outputs[output_name].reshape(len(o.job.inputs[input_name]), -1) for o in outcomes]

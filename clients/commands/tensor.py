@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clients.commands._common import chunks
+from clients.commands._common import chunks, sending_options
 from clients.errors import BadInputError, ModelUnavailableError, ServerUnreachableError, UsageError
 from clients.preflight import explain_unavailable
 from clients.runner import Job, OutputSpec, run_jobs
@@ -87,16 +87,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
             ]  # fmt: skip
             jobs.append(Job(feeds, outputs))
         # All or nothing: a partial result would misalign items, so the first failure stops the run.
-        outcomes = await run_jobs(
-            client,
-            args.model,
-            jobs,
-            version=args.model_version,
-            concurrency=args.concurrency,
-            shared_memory=args.shared_memory,
-            cuda_device=args.cuda_device,
-            stop_on_error=True,
-        )
+        outcomes = await run_jobs(client, args.model, jobs, stop_on_error=True, **sending_options(args))
     names = [t.name for t in io.outputs]
     results = {
         name: np.concatenate([o.outputs[name] for o in outcomes])

@@ -102,108 +102,100 @@ def pool_out(shape: tuple[int, ...]) -> tuple[int, ...]:
     return (n, c, (h - 2) // 2 + 1, (w - 2) // 2 + 1)
 
 
-def l2_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
-    prefix = f"mnist/b{batch}/l2normalize" if group == "mnist" else "l2normalize"
+def _plugin_case(family: str, name: str, ident: str, where: tuple, **details) -> Case:
+    """A case of the plugin `family` at `where` (the builder's dtype, group, batch, graph_batch), with id
+    `<name>/<dtype>/<ident>`, under `mnist/b<batch>/` for the MNIST sizes; `details`: the other fields."""
+    dtype, group, batch, graph_batch = where
+    prefix = f"mnist/b{batch}/{name}" if group == "mnist" else name
     return Case(
-        id=f"{prefix}/{dtype}/{shape_text(shape)}",
-        family="L2Normalize",
-        plugin="L2Normalize",
+        id=f"{prefix}/{dtype}/{ident}",
+        family=family,
+        plugin=family,
         dtype=dtype,
-        inputs=[shape],
-        outputs=[shape],
-        fields="axis=i:-1;eps=f:1e-12",
         group=group,
         graph_batch=graph_batch,
-        torch_op={"op": "normalize"},
-        peers=["F.normalize"],
-        targets=[target] if target else [],
         batch=batch,
+        **details,
+    )
+
+
+def _same_shape_case(
+    family, name, fields, torch_op, peer, dtype, shape, group, target, batch, graph_batch, note
+):
+    """One input, one output of its shape (L2Normalize, PReLU, LeakyReLU): the plugin `family` with `fields`,
+    timed against the PyTorch function `peer` (built from `torch_op`); id `<name>/<dtype>/<shape>`, under
+    `mnist/b<batch>/` for the MNIST sizes."""
+    return _plugin_case(
+        family,
+        name,
+        shape_text(shape),
+        (dtype, group, batch, graph_batch),
+        inputs=[shape],
+        outputs=[shape],
+        fields=fields,
+        torch_op=torch_op,
+        peers=[peer],
+        targets=[target] if target else [],
         note=note,
     )
+
+
+def l2_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
+    op = ("L2Normalize", "l2normalize", "axis=i:-1;eps=f:1e-12", {"op": "normalize"}, "F.normalize")
+    return _same_shape_case(*op, dtype, shape, group, target, batch, graph_batch, note)
 
 
 def prelu_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
-    prefix = f"mnist/b{batch}/prelu" if group == "mnist" else "prelu"
     channels = shape[1]
-    return Case(
-        id=f"{prefix}/{dtype}/{shape_text(shape)}",
-        family="PReLU",
-        plugin="PReLU",
-        dtype=dtype,
-        inputs=[shape],
-        outputs=[shape],
-        fields=f"slopes=rand:{channels},3,0.05,0.3",
-        group=group,
-        graph_batch=graph_batch,
-        torch_op={"op": "prelu", "channels": channels},
-        peers=["F.prelu"],
-        targets=[target] if target else [],
-        batch=batch,
-        note=note,
-    )
+    slopes = f"slopes=rand:{channels},3,0.05,0.3"
+    op = ("PReLU", "prelu", slopes, {"op": "prelu", "channels": channels}, "F.prelu")
+    return _same_shape_case(*op, dtype, shape, group, target, batch, graph_batch, note)
 
 
 def leaky_case(dtype, shape, group, target=None, batch=None, graph_batch=0, note="") -> Case:
-    prefix = f"mnist/b{batch}/leaky_relu" if group == "mnist" else "leaky_relu"
-    return Case(
-        id=f"{prefix}/{dtype}/{shape_text(shape)}",
-        family="LeakyReLU",
-        plugin="LeakyReLU",
-        dtype=dtype,
-        inputs=[shape],
-        outputs=[shape],
-        fields="negative_slope=f:0.01",
-        group=group,
-        graph_batch=graph_batch,
-        torch_op={"op": "leaky_relu", "slope": 0.01},
-        peers=["F.leaky_relu"],
-        targets=[target] if target else [],
-        batch=batch,
-        note=note,
+    op = (
+        "LeakyReLU",
+        "leaky_relu",
+        "negative_slope=f:0.01",
+        {"op": "leaky_relu", "slope": 0.01},
+        "F.leaky_relu",
     )
+    return _same_shape_case(*op, dtype, shape, group, target, batch, graph_batch, note)
 
 
 def pool_case(dtype, mode, shape, group, name="pool", batch=None, graph_batch=0, note="") -> Case:
-    prefix = f"mnist/b{batch}/{name}" if group == "mnist" else "pool"
     fields = f"mode=s:{mode};kernel=i:2,2;stride=i:2,2;padding=i:0,0;count_include_pad=i:0"
     if dtype == "int8":
         fields += ";input_scale=f:0.05;output_scale=f:0.05"
     peer = "F.max_pool2d" if mode == "max" else "F.avg_pool2d"
-    return Case(
-        id=f"{prefix}/{mode}/{dtype}/{shape_text(shape)}",
-        family="Pool",
-        plugin="Pool",
-        dtype=dtype,
+    return _plugin_case(
+        "Pool",
+        f"{name if group == 'mnist' else 'pool'}/{mode}",
+        shape_text(shape),
+        (dtype, group, batch, graph_batch),
         inputs=[shape],
         outputs=[pool_out(shape)],
         fields=fields,
-        group=group,
-        graph_batch=graph_batch,
         torch_op={"op": f"{mode}_pool2d"},
         peers=[] if dtype == "int8" else [peer],  # PyTorch has no INT8 pooling on CUDA
-        batch=batch,
         note=note,
     )
 
 
 def fc_case(dtype, shape, outputs, group, name="fc", batch=None, graph_batch=0) -> Case:
-    prefix = f"mnist/b{batch}/{name}" if group == "mnist" else "fc"
     n, k = shape[0], math.prod(shape[1:])
-    return Case(
-        id=f"{prefix}/{dtype}/{shape_text(shape)}->{outputs}",
-        family="FullyConnected",
-        plugin="FullyConnected",
-        dtype=dtype,
+    return _plugin_case(
+        "FullyConnected",
+        name if group == "mnist" else "fc",
+        f"{shape_text(shape)}->{outputs}",
+        (dtype, group, batch, graph_batch),
         inputs=[shape],
         outputs=[(n, outputs)],
         fields=(
             f"weights=rand:{outputs * k},7,-0.05,0.05;bias=rand:{outputs},11,-0.5,0.5;num_outputs=i:{outputs}"
         ),
-        group=group,
-        graph_batch=graph_batch,
         torch_op={"op": "linear", "k": k, "m": outputs},
         peers=["F.linear", "torch.matmul"],
-        batch=batch,
         flops=2 * n * k * outputs,
         extra_bytes=(outputs * k + outputs) * DTYPE_BYTES[dtype],
         note="F.linear with bias is the peer; torch.matmul (cuBLAS GEMM, no bias) is the GEMM throughput",
@@ -211,21 +203,17 @@ def fc_case(dtype, shape, outputs, group, name="fc", batch=None, graph_batch=0) 
 
 
 def concat_case(dtype, rows, cols, group, batch=None, graph_batch=0, note="") -> Case:
-    prefix = f"mnist/b{batch}/concat_copy" if group == "mnist" else "concat_copy"
     shape = (rows, cols)
-    return Case(
-        id=f"{prefix}/{dtype}/2x{shape_text(shape)}",
-        family="ConcatCopy",
-        plugin="ConcatCopy",
-        dtype=dtype,
+    return _plugin_case(
+        "ConcatCopy",
+        "concat_copy",
+        f"2x{shape_text(shape)}",
+        (dtype, group, batch, graph_batch),
         inputs=[shape, shape],
         outputs=[(2 * rows, cols), shape],
         fields="",
-        group=group,
-        graph_batch=graph_batch,
         torch_op={"op": "concat_copy"},
         peers=["torch.cat+clone"],
-        batch=batch,
         note=note or "bytes moved: both inputs read once, both outputs written (what a fused kernel moves)",
     )
 

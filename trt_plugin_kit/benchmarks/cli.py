@@ -130,6 +130,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def open_libraries(bench: Path, plugin: Path, failure: str) -> BenchLibrary | None:
+    """The bench and plugin libraries loaded (says which plugin library); None after printing `failure`
+    (a format of {bench}, {plugin}, {error}) when they do not load."""
+    try:
+        lib = BenchLibrary(bench, plugin)
+    except (OSError, BenchError) as error:
+        print(failure.format(bench=bench, plugin=plugin, error=error))
+        return None
+    print(f"loaded {plugin}: {lib.loaded}")
+    return lib
+
+
 def dry_run(args) -> int:
     cases = args.cases
     n_targets = sum(len(c.targets) for c in cases) + len(args.chains)
@@ -155,13 +167,9 @@ def dry_run(args) -> int:
     if not (args.build_dir or args.bench_lib or args.plugin_lib):
         print("plugin-side validation skipped (pass --build-dir to run each case's build-phase calls)")
         return 0
-    bench, plugin = find_libraries(args)
-    try:
-        lib = BenchLibrary(bench, plugin)
-    except (OSError, BenchError) as error:
-        print(f"FAIL loading {bench} / {plugin}: {error}")
+    lib = open_libraries(*find_libraries(args), failure="FAIL loading {bench} / {plugin}: {error}")
+    if lib is None:
         return 1
-    print(f"loaded {plugin}: {lib.loaded}")
     failures = 0
     for c in cases:
         try:
@@ -245,12 +253,9 @@ def measure(args) -> int:
         if not path.is_file():
             print(f"error: {path} does not exist (build it first, see plugins/benchmarks/README.md)")
             return 2
-    try:
-        lib = BenchLibrary(bench, plugin)
-    except (OSError, BenchError) as error:
-        print(f"error: loading {bench} and {plugin} failed: {error}")
+    lib = open_libraries(bench, plugin, failure="error: loading {bench} and {plugin} failed: {error}")
+    if lib is None:
         return 2
-    print(f"loaded {plugin}: {lib.loaded}")
     # PyTorch only after our libraries: torch's wheel ships its own libcudart.so.13; loaded first, it made the
     # plugin library bind to that copy and crash in its first runtime call (seen on the H100 with torch
     # 2.11+cu130). Loaded second, torch reuses the CUDA runtime already in the process.

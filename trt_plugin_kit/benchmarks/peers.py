@@ -130,6 +130,27 @@ class TorchRunner:
         ev = self.torch.cuda.Event
         return [ev(enable_timing=True) for _ in range(n)], [ev(enable_timing=True) for _ in range(n)]
 
+    def _launch_times(self, launch: Callable[[int], object], warm: int, repetitions: int, shift: int = 0):
+        """µs of each timed launch(r + shift), r = 0..reps-1, on self.stream. `warm` untimed launch(r) first
+        give the estimate that sizes reps (time_boxed); a spin before each timed launch hides launch cost."""
+        (start,), (stop,) = self._events(1)
+        start.record()
+        for r in range(warm):
+            launch(r)
+        stop.record()
+        stop.synchronize()
+        estimate = start.elapsed_time(stop) * 1000.0 / warm
+        reps = time_boxed(repetitions, estimate, self.spin_us, self.max_seconds)
+        starts, stops = self._events(reps)
+        for r in range(reps):
+            if self.spin_cycles:
+                self.torch.cuda._sleep(self.spin_cycles)
+            starts[r].record()
+            launch(r + shift)
+            stops[r].record()
+        self.stream.synchronize()
+        return [a.elapsed_time(b) * 1000.0 for a, b in zip(starts, stops, strict=True)]
+
     def time(self, fn: Callable, args: list[tuple], repetitions: int, graph_batch: int) -> dict:
         torch = self.torch
         sets = len(args)
@@ -137,24 +158,9 @@ class TorchRunner:
         torch.cuda.synchronize()  # the inputs were made on the default stream; ours does not wait for it
         with torch.cuda.stream(self.stream):
             if graph_batch == 0:
+                # Timed launch r takes input set r + 1, one past the warm-up's.
                 warm = max(5, min(sets, 200))
-                (start,), (stop,) = self._events(1)
-                start.record()
-                for r in range(warm):
-                    fn(*args[r % sets])
-                stop.record()
-                stop.synchronize()
-                estimate = start.elapsed_time(stop) * 1000.0 / warm
-                reps = time_boxed(repetitions, estimate, self.spin_us, self.max_seconds)
-                starts, stops = self._events(reps)
-                for r in range(reps):
-                    if self.spin_cycles:
-                        torch.cuda._sleep(self.spin_cycles)
-                    starts[r].record()
-                    fn(*args[(r + 1) % sets])
-                    stops[r].record()
-                self.stream.synchronize()
-                samples = [a.elapsed_time(b) * 1000.0 for a, b in zip(starts, stops, strict=True)]
+                samples = self._launch_times(lambda r: fn(*args[r % sets]), warm, repetitions, shift=1)
                 result["graphs"] = 0
             else:
                 for r in range(3):  # eager warm-up before capture (cuBLAS/cuDNN handles, workspaces)
@@ -172,26 +178,8 @@ class TorchRunner:
                     if pool is None:
                         pool = graph.pool()  # one memory pool for all graphs of the measurement
                     graphs.append(graph)
-                warm = max(3, count)
-                (start,), (stop,) = self._events(1)
-                start.record()
-                for r in range(warm):
-                    graphs[r % count].replay()
-                stop.record()
-                stop.synchronize()
-                estimate = start.elapsed_time(stop) * 1000.0 / warm
-                reps = time_boxed(repetitions, estimate, self.spin_us, self.max_seconds)
-                starts, stops = self._events(reps)
-                for r in range(reps):
-                    if self.spin_cycles:
-                        torch.cuda._sleep(self.spin_cycles)
-                    starts[r].record()
-                    graphs[r % count].replay()
-                    stops[r].record()
-                self.stream.synchronize()
-                samples = [
-                    a.elapsed_time(b) * 1000.0 / graph_batch for a, b in zip(starts, stops, strict=True)
-                ]
+                replays = self._launch_times(lambda r: graphs[r % count].replay(), max(3, count), repetitions)
+                samples = [t / graph_batch for t in replays]
                 result["graphs"] = count
                 del graphs, keep
         result.update(stats_of(samples))

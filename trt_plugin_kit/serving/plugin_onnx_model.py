@@ -24,7 +24,7 @@ import triton_python_backend_utils as pb_utils
 
 from trt_plugin_kit.interface import MODEL_ONNX_FILE
 from trt_plugin_kit.serving.plugin_graph import GraphError, PluginGraph, interface_mismatches
-from trt_plugin_kit.serving.python_backend import InputSpec, RequestRejected, answer, error_response
+from trt_plugin_kit.serving.python_backend import InputSpec, RequestRejected, answer, check_each
 
 
 class TritonPythonModel:
@@ -55,13 +55,7 @@ class TritonPythonModel:
         }
 
     def execute(self, requests):
-        responses = [None] * len(requests)
-        accepted = {}  # request index -> its feeds
-        for index, request in enumerate(requests):
-            try:
-                accepted[index] = self._feeds(request)
-            except Exception as error:  # noqa: BLE001 - answered alone, the others go on
-                responses[index] = error_response(self.name, error)
+        responses, accepted = check_each(self.name, requests, self._feeds)  # accepted: index -> feeds
         shapes = {tuple((k, v.shape[1:]) for k, v in feeds.items()) for feeds in accepted.values()}
         if self.batching and len(accepted) > 1 and len(shapes) == 1:
             try:

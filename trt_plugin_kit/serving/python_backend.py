@@ -102,6 +102,20 @@ def answer(model: str, compute: Callable[[], object]):
         return error_response(model, error)
 
 
+def check_each(model: str, requests: Sequence, check: Callable[[object], object]) -> tuple[list, dict]:
+    """``check(request)`` for every request alone, before the accepted ones run together: the responses (the
+    error response of each request ``check`` raised for, None for the others) and {request index: what
+    ``check`` returned} of the accepted ones, in request order."""
+    responses: list = [None] * len(requests)
+    accepted = {}
+    for index, request in enumerate(requests):
+        try:
+            accepted[index] = check(request)
+        except Exception as error:  # noqa: BLE001 - answered alone, the others go on
+            responses[index] = error_response(model, error)
+    return responses, accepted
+
+
 def answer_each(model: str, requests: Sequence, respond: Callable[[object], object]) -> list:
     """``respond(request)`` for every request, each isolated from the others' failures."""
     return [answer(model, lambda request=request: respond(request)) for request in requests]

@@ -21,7 +21,7 @@ from trt_plugin_kit.serving.python_backend import (
     InputSpec,
     RequestRejected,
     answer,
-    error_response,
+    check_each,
     nonfinite_rows,
 )
 
@@ -44,13 +44,7 @@ class TritonPythonModel:
         self.output_name = self.session.get_outputs()[0].name
 
     def execute(self, requests):
-        responses = [None] * len(requests)
-        accepted = {}  # request index -> its images
-        for index, request in enumerate(requests):
-            try:
-                accepted[index] = self._checked_images(request)
-            except Exception as error:  # noqa: BLE001 - answered alone, the others go on
-                responses[index] = error_response(MODEL, error)
+        responses, accepted = check_each(MODEL, requests, self._checked_images)  # accepted: index -> images
         if accepted:
             try:
                 parts = list(accepted.values())
