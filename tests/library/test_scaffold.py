@@ -251,3 +251,28 @@ def test_rendered_variants_load_as_specs(tmp_path):
         assert (len(spec.inputs), len(spec.outputs)) == (inputs, outputs)
         assert spec.field_names == (("scale", array) if array else ("scale",))
         assert options.formula in files["README.md"]
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs", "float_field", "array"),
+    [(1, 1, "scale", None), (2, 3, "gain", "coefficients"), (4, 1, None, "c")],
+)
+def test_triton_kernels_of_every_option_compile(tmp_path, inputs, outputs, float_field, array):
+    """--kernel triton: the generated kernel.py's VARIANTS match the kernel's arguments and compile for
+    Hopper with Triton (no GPU), and the launch passes exactly the variant's arguments, in its order."""
+    from trt_plugin_kit import triton_aot
+
+    options = scaffold.Options("tri_v", "TriV", inputs, outputs, float_field, array, kernel="triton")
+    files = scaffold.render(options, "tri_v --kernel triton")
+    assert "tri_v_kernel.cu" not in files and {"kernel.py", "tri_v_launch.cpp"} <= set(files)
+    (tmp_path / "tri_v").mkdir()
+    (tmp_path / "tri_v" / "kernel.py").write_text(files["kernel.py"])
+    variants = triton_aot.load_variants(tmp_path / "tri_v" / "kernel.py")
+    assert set(variants) == {"fp32", "fp16"}
+    for name, variant in variants.items():
+        compiled = triton_aot._compile(variant, 90)
+        triton_aot._check_compiled(name, compiled, len(variant["signature"]))
+    launch = re.search(r"kernel\.launch\(grid, stream, (.*?)\);", files["tri_v_launch.cpp"], re.S).group(1)
+    passed = [a.strip() for a in launch.split(",")]
+    assert len(passed) == len(variants["fp32"]["signature"])
+    assert passed[:inputs] == [f"args.inputs[{n}]" for n in range(inputs)]
