@@ -1,5 +1,5 @@
 """The plugin scaffold and the tutorial end to end, in a temporary copy of the repository:
-`python -m trt_plugin_kit new-plugin` writes plugins/<name>/ and model_repository/<name>/ and nothing else; the
+`python -m trt_plugin_kit new-plugin` writes plugins/<name>/ and model_repository/<name>/, nothing else; the
 library builds with it (one CUDA architecture, TensorRT 11.1 headers), the harness's CPU checks and the fuzzer
 pass on it, the ONNX node helper exports a one-node model that the NumPy evaluator runs against the reference,
 `make serve`'s server serves the new model on the CPU (the answer of `clients tensor` is the reference's), a
