@@ -16,6 +16,7 @@ from tritonclient.grpc import model_config_pb2
 
 from trt_plugin_kit.interface import MODEL_ONNX_FILE, PLUGIN_ONNX_BACKEND
 from trt_plugin_kit.models.export import L2NORM_MAX_DIM
+from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.serving.plugin_graph import PluginGraph, interface_mismatches
 from trt_plugin_kit.serving.server import (
     CPU_MODEL_CONFIG_NAME,
@@ -24,6 +25,7 @@ from trt_plugin_kit.serving.server import (
     TENSORRT_MODELS,
     repository_models,
 )
+from trt_plugin_kit.specs import spec as plugin_spec
 
 ModelConfig = model_config_pb2.ModelConfig
 InstanceGroup = model_config_pb2.ModelInstanceGroup
@@ -33,9 +35,9 @@ def load(path: Path) -> ModelConfig:
     return text_format.Parse(path.read_text(), ModelConfig())
 
 
-def configurations(model: str) -> dict[str, ModelConfig]:
+def configurations(model: str, repository: Path = MODEL_REPOSITORY) -> dict[str, ModelConfig]:
     """{"default": config.pbtxt, "cpu": configs/cpu.pbtxt (when present)}."""
-    folder = MODEL_REPOSITORY / model
+    folder = repository / model
     found = {"default": load(folder / "config.pbtxt")}
     custom = folder / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt"
     if custom.is_file():
@@ -67,15 +69,22 @@ def test_repository_holds_the_public_models_and_only_stand_in_models_besides():
         assert configurations(name)["cpu"].backend == PLUGIN_ONNX_BACKEND, name
 
 
-@pytest.mark.parametrize("model", ADDED_MODELS)
-def test_an_added_model_is_an_engine_on_gpu_and_its_onnx_file_on_cpu(model):
+# Without added models in the tree the check runs on one new-plugin writes here (LeakyReLU's): it always runs.
+SCAFFOLDED_HERE = "leaky_relu (written by the test)"
+
+
+@pytest.mark.parametrize("model", ADDED_MODELS or [SCAFFOLDED_HERE])
+def test_an_added_model_is_an_engine_on_gpu_and_its_onnx_file_on_cpu(model, tmp_path):
     """What new-plugin writes, and what a user's own model folder must be: TensorRT by default, the stand-in
     on the CPU, the same interface, which is the ONNX graph's (checked as the stand-in checks it at load)."""
-    configs = configurations(model)
+    repository = MODEL_REPOSITORY
+    if model == SCAFFOLDED_HERE:
+        repository, model = tmp_path, served_model.create(plugin_spec.get("LeakyReLU"), False, tmp_path).name
+    configs = configurations(model, repository)
     assert configs["default"].platform == "tensorrt_plan"
     assert interface(configs["default"]) == interface(configs["cpu"])
     onnx_file = dict(configs["cpu"].parameters).get("onnx_model")
-    path = MODEL_REPOSITORY / model / (onnx_file.string_value if onnx_file else MODEL_ONNX_FILE)
+    path = repository / model / (onnx_file.string_value if onnx_file else MODEL_ONNX_FILE)
     as_json = json.loads(json_format.MessageToJson(configs["cpu"], preserving_proto_field_name=True))
     assert interface_mismatches(PluginGraph(path), as_json) == []
 
