@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from loadtests.outcomes import RequestFailure, ResponseCheckError, locust_name
 from trt_plugin_kit.triton.model_io import (
     ModelDataError,
     ModelIO,
@@ -160,8 +161,6 @@ class ModelTask:
             try:
                 self.prepare(fetch_model_io(user.connection.client, user.protocol, self.model))
             except Exception as error:  # noqa: BLE001 - a failed request (reported), the user goes on
-                from loadtests.workloads import RequestFailure, locust_name  # noqa: PLC0415
-
                 user.environment.events.request.fire(
                     request_type=user.protocol,
                     name=locust_name(self.model, self.batch),
@@ -185,7 +184,6 @@ class ModelTask:
         }
 
     def check(self, inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
-        from loadtests.workloads import ResponseCheckError  # noqa: PLC0415 - workloads imports this module
 
         problems = output_problems(self.io, self.batch if self.io.batching else 1, outputs)
         if problems:

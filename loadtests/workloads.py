@@ -21,6 +21,7 @@ from PIL import Image
 from tritonclient.utils import InferenceServerException
 
 from loadtests import any_model
+from loadtests.outcomes import RequestFailure, ResponseCheckError, locust_name, request_name  # noqa: F401 - also this module's names
 from trt_plugin_kit.interface import (
     L2NORM,
     L2NORM_INPUT,
@@ -64,38 +65,6 @@ def is_retryable(error: Exception) -> bool:
             return False
         return status in RETRYABLE_HTTP_STATUS or status == "StatusCode.UNAVAILABLE"
     return False
-
-
-class ResponseCheckError(Exception):
-    """The server answered, but not with what the model must return."""
-
-
-class RequestFailure(Exception):
-    """What a failed request reports to Locust: the original error's type and message.
-
-    Locust groups failures by repr(exception); tritonclient's exceptions have an empty repr, so the
-    report would only say "InferenceServerException()" without this.
-    """
-
-    @classmethod
-    def wrap(cls, error: Exception) -> RequestFailure:
-        failure = cls(f"{type(error).__name__}: {error}")
-        failure.__cause__ = error
-        return failure
-
-    def __repr__(self) -> str:
-        return self.args[0]
-
-
-def request_name(protocol: str, model: str, batch: int) -> str:
-    """The name each request type has in every report, e.g. "grpc mnist b8": the protocol (Locust's request
-    type column) and the name Locust shows beside it (locust_name)."""
-    return f"{protocol} {locust_name(model, batch)}"
-
-
-def locust_name(model: str, batch: int) -> str:
-    """The request's name in Locust's own tables, next to its type (the protocol): "mnist b8"."""
-    return f"{model} b{batch}"
 
 
 @dataclass(frozen=True)
