@@ -7,6 +7,7 @@ the interface users rely on: renaming one here renames it everywhere, which is t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 # ---------------------------------------------------------------------------------------------------------
@@ -15,7 +16,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 MODEL_REPOSITORY = REPO_ROOT / "model_repository"
 # One folder per plugin (sources, spec.yaml, reference.py, README.md); see trt_plugin_kit/specs/spec.py.
-PLUGINS_DIR = REPO_ROOT / "plugins"
+# The serving process names its own in PLUGINS_DIR_ENV for the Python backend's stubs: a stub's Python ignores
+# PYTHONPATH and imports the kit from the virtual environment's install, which may be another checkout's (a
+# copy sharing the venv, as the scaffold test's), whose plugins/ lacks the copy's new plugins.
+PLUGINS_DIR_ENV = "TRT_PLUGIN_KIT_PLUGINS_DIR"
+PLUGINS_DIR = Path(os.environ.get(PLUGINS_DIR_ENV) or REPO_ROOT / "plugins")
 BUILD_DIR = REPO_ROOT / "build"
 MODELS_DIR = REPO_ROOT / "models"
 ONNX_DIR = MODELS_DIR / "onnx"

@@ -166,7 +166,7 @@ def test_the_readme_quick_start_works_on_other_ports_without_shared(clone, ports
             assert "PASSED: reports in" in result.stdout
         else:
             assert result.returncode == 0, explain
-        seen.add(command.split()[0] if command.startswith("make") else command.split()[3])
+        seen.add(command.split()[0] if command.startswith("make") else command.split()[1])
     assert seen == {"health", "infer", "eval", "make"}
 
 

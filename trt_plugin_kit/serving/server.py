@@ -46,6 +46,8 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the servi
     MODEL_REPOSITORY,
     PLUGIN_LIBRARY_NAME,
     PLUGIN_ONNX_BACKEND,
+    PLUGINS_DIR,
+    PLUGINS_DIR_ENV,
     REPO_ROOT,
     RESTRICTED_APIS,
     TENSORRT_MODELS,
@@ -229,6 +231,7 @@ def cpu_environment(distribution: PyTritonDistribution, base: dict[str, str]) ->
         python_path.append(platlib)
     env["PYTHONPATH"] = os.pathsep.join(python_path)
     env["PYTHONNOUSERSITE"] = "1"
+    env[PLUGINS_DIR_ENV] = str(PLUGINS_DIR)  # plugin_onnx: this checkout's specs and references
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return env
 
