@@ -75,9 +75,20 @@ def user_env(ports: dict[str, int], **extra: str) -> dict[str, str]:
     return env | extra
 
 
+def as_own_install(clone: Path, env: dict[str, str]) -> dict[str, str]:
+    """The shared .venv's editable install points at this checkout: PYTHONPATH makes its console scripts
+    (make serve, trt-plugin-kit-client) import the copy's code, as the copy's own install would."""
+    return env | {"PYTHONPATH": str(clone)}
+
+
 def run(clone: Path, command: str, env: dict[str, str], timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run(
-        ["bash", "-c", command], cwd=clone, env=env, capture_output=True, text=True, timeout=timeout
+        ["bash", "-c", command],
+        cwd=clone,
+        env=as_own_install(clone, env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -88,7 +99,7 @@ def served(clone, ports):
     process = subprocess.Popen(
         ["make", "serve"],
         cwd=clone,
-        env=user_env(ports, TRITON_ADMIN_KEY=ADMIN_KEY),
+        env=as_own_install(clone, user_env(ports, TRITON_ADMIN_KEY=ADMIN_KEY)),
         stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
