@@ -99,6 +99,9 @@ def tutorial_run(copy: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADTEST_", "TRITON_", "LOCUST_"))}
     env |= {"TRITON_HTTP_PORT": str(ports.http), "TRITON_GRPC_PORT": str(ports.grpc)}
     env |= {"TRITON_METRICS_PORT": str(ports.metrics), "TRITON_VARIANT": "cpu"}
+    # The copy shares this checkout's venv, whose editable install points here: PYTHONPATH makes its console
+    # scripts (trt-plugin-kit, -client, -loadtest) import the copy's kit, as the copy's own install would.
+    env["PYTHONPATH"] = str(copy)
     outputs = []
     for block in tutorial_blocks():
         result = _run(["bash", "-euo", "pipefail", "-c", block], copy, timeout=3000, env=env)
@@ -111,7 +114,7 @@ def test_tutorial_has_runnable_blocks():
     assert any(f"new-plugin {DOCS_NAME}" in b for b in blocks)
     assert any("plugin_harness" in b for b in blocks)
     # The whole journey: scaffold, build and check, ONNX, serve + infer + load test, the engine build checks.
-    for step in ("clients tensor", "loadtests --mix", "build_engines.py --model"):
+    for step in ("trt-plugin-kit-client tensor", "trt-plugin-kit-loadtest --mix", "build_engines.py --model"):
         assert any(step in b for b in blocks), step
     assert NAME not in TUTORIAL.read_text() and CREATOR not in TUTORIAL.read_text()
 
