@@ -115,6 +115,10 @@ HARDENED_FLAGS = (
 METRICS_FLAGS = ("--metrics-config=summary_latencies=true",)
 
 
+# How long a dead Python stub waits for its tritonserver to end too before the stub is reported as the cause.
+STUB_GRACE_S = 2.0
+
+
 def restricted_api_flags(admin_key: str, help_text: str | None = None) -> list[str]:
     """The flags that put the administrative APIs behind ADMIN_HEADER: admin_key (where Triton has them)."""
     restriction = f"{','.join(RESTRICTED_APIS)}:{ADMIN_HEADER}={admin_key}"
@@ -546,6 +550,11 @@ class TritonServer:
             alive = python_backend_stubs(self.process.pid)
             for pid, instance in self._stub_pids.items():
                 if pid not in alive:
+                    # A dying tritonserver (an abort writes its backtrace first) loses its stubs too: the
+                    # server's own end, when it comes within STUB_GRACE_S, is the cause to report.
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        self.process.wait(timeout=STUB_GRACE_S)
+                        return f"tritonserver {describe_returncode(self.process.returncode)}"
                     return f"the Python backend stub of model instance {instance!r} died"
         return None
 
