@@ -728,29 +728,36 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
 
     uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
     std::vector<double> samples;
-    if (graphBatch == 0)
+    // `warm` launches, which also estimate the time per launch, then as many timed ones as the time box
+    // allows: [spin] start-event launch stop-event, each sample divided by the enqueues one launch makes.
+    // launch(i) is called with i = 0, 1, 2, ... throughout, so the rotation over the sets never restarts.
+    auto timeLaunches = [&](auto&& launch, int64_t warm, int64_t enqueuesPerLaunch, char const* what)
     {
-        // ---- warm-up over the sets (at least 5 enqueues), which also estimates the time per enqueue
-        int64_t const warm = std::max<int64_t>(5, std::min<int64_t>(sets, 200));
         Events probe(1);
         cudaOk(cudaEventRecord(probe.start[0], stream.stream), "record");
-        for (int64_t r = 0; r < warm; ++r) enqueue(r % sets);
+        for (int64_t r = 0; r < warm; ++r) launch(r);
         cudaOk(cudaEventRecord(probe.stop[0], stream.stream), "record");
-        cudaOk(cudaStreamSynchronize(stream.stream), "warm-up");
+        cudaOk(cudaStreamSynchronize(stream.stream), what);
         double const estimate = probe.us(0) / static_cast<double>(warm);
         int64_t const reps = timeBoxed(repetitions, estimate, options.spinUs, options.maxSeconds);
 
-        // ---- timed: [spin] start-event enqueue stop-event, rotating the sets
         Events events(static_cast<size_t>(reps));
         for (int64_t r = 0; r < reps; ++r)
         {
             if (spinNs) cudaOk(bench::launchSpin(spinNs, stream.stream), "spin");
             cudaOk(cudaEventRecord(events.start[r], stream.stream), "record");
-            enqueue((r + 1) % sets);
+            launch(warm + r);
             cudaOk(cudaEventRecord(events.stop[r], stream.stream), "record");
         }
-        cudaOk(cudaStreamSynchronize(stream.stream), "timed enqueues");
-        for (int64_t r = 0; r < reps; ++r) samples.push_back(events.us(static_cast<size_t>(r)));
+        cudaOk(cudaStreamSynchronize(stream.stream), what);
+        for (int64_t r = 0; r < reps; ++r)
+            samples.push_back(events.us(static_cast<size_t>(r)) / static_cast<double>(enqueuesPerLaunch));
+    };
+    if (graphBatch == 0)
+    {
+        // ---- eager: one enqueue a launch, rotating the sets (at least 5 warm-up enqueues)
+        int64_t const warm = std::max<int64_t>(5, std::min<int64_t>(sets, 200));
+        timeLaunches([&](int64_t r) { enqueue(r % sets); }, warm, 1, "timed enqueues");
         results[kGraphs] = 0;
     }
     else
@@ -783,27 +790,9 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
             cudaOk(made, "cudaGraphInstantiate");
             graphs.execs.push_back(exec);
         }
-        int64_t const warm = std::max<int64_t>(3, count);
-        Events probe(1);
-        cudaOk(cudaEventRecord(probe.start[0], stream.stream), "record");
-        for (int64_t r = 0; r < warm; ++r)
-            cudaOk(cudaGraphLaunch(graphs.execs[r % count], stream.stream), "graph launch");
-        cudaOk(cudaEventRecord(probe.stop[0], stream.stream), "record");
-        cudaOk(cudaStreamSynchronize(stream.stream), "graph warm-up");
-        double const estimate = probe.us(0) / static_cast<double>(warm);
-        int64_t const reps = timeBoxed(repetitions, estimate, options.spinUs, options.maxSeconds);
-
-        Events events(static_cast<size_t>(reps));
-        for (int64_t r = 0; r < reps; ++r)
-        {
-            if (spinNs) cudaOk(bench::launchSpin(spinNs, stream.stream), "spin");
-            cudaOk(cudaEventRecord(events.start[r], stream.stream), "record");
-            cudaOk(cudaGraphLaunch(graphs.execs[r % count], stream.stream), "graph launch");
-            cudaOk(cudaEventRecord(events.stop[r], stream.stream), "record");
-        }
-        cudaOk(cudaStreamSynchronize(stream.stream), "timed graph replays");
-        for (int64_t r = 0; r < reps; ++r)
-            samples.push_back(events.us(static_cast<size_t>(r)) / static_cast<double>(graphBatch));
+        auto replay = [&](int64_t r)
+        { cudaOk(cudaGraphLaunch(graphs.execs[r % count], stream.stream), "graph launch"); };
+        timeLaunches(replay, std::max<int64_t>(3, count), graphBatch, "timed graph replays");
         results[kGraphs] = static_cast<double>(count);
     }
     putStats(samples, results);

@@ -135,6 +135,40 @@ private:
     FieldWriter mSerialized;
 };
 
+//! What every plugin class derives from: PluginOf<MyPlugin> (or PluginOf<MyPlugin, UnaryFloatPlugin>) names
+//! the plugin after MyPlugin::kName and clones it by copy, written once here.
+template <typename Self, typename Base = PluginBase>
+class PluginOf : public Base
+{
+protected:
+    PluginOf() : Base(Self::kName) {}
+    std::unique_ptr<PluginBase> cloneImpl() const override
+    {
+        return std::make_unique<Self>(static_cast<Self const&>(*this));
+    }
+};
+
+// The hooks' declarations, written once (their contracts are on PluginBase's hooks above). A plugin class
+// lists the groups it implements and defines each in its .cpp with the signature given here.
+//! Build phase: output types and shapes, the accepted formats.
+#define TRT_PLUGIN_KIT_BUILD_HOOKS                                                              \
+    void outputDataTypes(nvinfer1::DataType* outputTypes, nvinfer1::DataType const* inputTypes) \
+        const override;                                                                         \
+    void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,          \
+                      nvinfer1::IExprBuilder& exprBuilder) const override;                      \
+    bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
+//! Build phase: the chosen types and the dimension ranges, checked once.
+#define TRT_PLUGIN_KIT_CONFIGURE_HOOK                           \
+    void configure(nvinfer1::DynamicPluginTensorDesc const* in, \
+                   nvinfer1::DynamicPluginTensorDesc const* out) override;
+//! Runtime: the concrete shapes, the launch, the fields to serialize.
+#define TRT_PLUGIN_KIT_RUNTIME_HOOKS                                                                         \
+    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override; \
+    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,                                         \
+                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,             \
+                        void* const* outputs, void* workspace, cudaStream_t stream) override;                \
+    void serialize(FieldWriter& writer) const override;
+
 //! Creator base: names, field declarations, and a guarded createPlugin.
 class CreatorBase : public nvinfer1::IPluginCreatorV3One
 {

@@ -57,6 +57,14 @@ protected:
     //! Plugin-specific rank rule (throws PluginError).
     virtual void checkRank(int32_t rank) const = 0;
 
+    //! The highest rank of the plugins whose kernels view x as [outer, length, inner] (L2Normalize, PReLU).
+    static constexpr int32_t kMaxViewRank = 8;
+    static void checkViewRank(int32_t rank)
+    {
+        check(rank >= 1 && rank <= kMaxViewRank, "input rank ", rank, " is not supported (1 to ",
+              kMaxViewRank, ")");
+    }
+
     static bool isFloat(nvinfer1::DataType type)
     {
         return type == nvinfer1::DataType::kFLOAT || type == nvinfer1::DataType::kHALF;

@@ -9,34 +9,20 @@
 namespace trt_plugin_kit
 {
 
-class ConcatCopyPlugin final : public PluginBase
+class ConcatCopyPlugin final : public PluginOf<ConcatCopyPlugin>
 {
 public:
     static constexpr char const* kName = "ConcatCopy";
     static constexpr std::array<FieldDeclaration, 0> kFields{};  // no fields
-    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
     static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
-    ConcatCopyPlugin() : PluginBase(kName) {}
+    ConcatCopyPlugin() {}
 
 protected:
     int32_t nbInputs() const override { return 2; }
     int32_t nbOutputs() const override { return 2; }
-    std::unique_ptr<PluginBase> cloneImpl() const override
-    {
-        return std::make_unique<ConcatCopyPlugin>(*this);
-    }
-    void outputDataTypes(nvinfer1::DataType* outputTypes,
-                         nvinfer1::DataType const* inputTypes) const override;
-    void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
-                      nvinfer1::IExprBuilder& exprBuilder) const override;
-    bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
-                   nvinfer1::DynamicPluginTensorDesc const* out) override;
-    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
-                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
-                        void* const* outputs, void* workspace, cudaStream_t stream) override;
-    void serialize(FieldWriter& writer) const override;
+    TRT_PLUGIN_KIT_BUILD_HOOKS
+    TRT_PLUGIN_KIT_CONFIGURE_HOOK
+    TRT_PLUGIN_KIT_RUNTIME_HOOKS
 
 private:
     size_t mBytes0{0};

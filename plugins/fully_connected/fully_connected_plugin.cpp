@@ -135,8 +135,7 @@ cublasStatus_t MatmulPlan::run(cublasLtHandle_t handle, void const* weights, voi
 
 FullyConnectedPlugin::FullyConnectedPlugin(std::vector<float> weights, std::vector<float> bias,
                                            int32_t numOutputs)
-    : PluginBase(kName),
-      mWeights(std::move(weights)),
+    : mWeights(std::move(weights)),
       mBias(std::move(bias)),
       mNumOutputs(numOutputs),
       mK(static_cast<int64_t>(mWeights.size()) / numOutputs)

@@ -57,16 +57,14 @@ private:
     cublasLtMatmulAlgo_t mAlgo{};
 };
 
-class FullyConnectedPlugin final : public PluginBase
+class FullyConnectedPlugin final : public PluginOf<FullyConnectedPlugin>
 {
 public:
     static constexpr char const* kName = "FullyConnected";
-    //! The fields getFieldNames() declares: spec.yaml's, in its order.
     static constexpr std::array kFields{
         FieldDeclaration{"weights", nvinfer1::PluginFieldType::kFLOAT32, -1},
         FieldDeclaration{"bias", nvinfer1::PluginFieldType::kFLOAT32, -1},
         FieldDeclaration{"num_outputs", nvinfer1::PluginFieldType::kINT32, 1}};
-    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
     static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
     //! cuBLASLt workspace requested from TensorRT (the size NVIDIA recommends for Hopper).
     static constexpr size_t kWorkspaceBytes = size_t{32} << 20;
@@ -100,25 +98,12 @@ public:
 protected:
     int32_t nbInputs() const override { return 1; }
     int32_t nbOutputs() const override { return 1; }
-    std::unique_ptr<PluginBase> cloneImpl() const override
-    {
-        return std::make_unique<FullyConnectedPlugin>(*this);
-    }
-    void outputDataTypes(nvinfer1::DataType* outputTypes,
-                         nvinfer1::DataType const* inputTypes) const override;
-    void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
-                      nvinfer1::IExprBuilder& exprBuilder) const override;
-    bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
-                   nvinfer1::DynamicPluginTensorDesc const* out) override;
+    TRT_PLUGIN_KIT_BUILD_HOOKS
+    TRT_PLUGIN_KIT_CONFIGURE_HOOK
     size_t workspaceSize(nvinfer1::DynamicPluginTensorDesc const* in,
                          nvinfer1::DynamicPluginTensorDesc const* out) const override;
     void attach(nvinfer1::IPluginResourceContext* context) override;
-    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
-                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
-                        void* const* outputs, void* workspace, cudaStream_t stream) override;
-    void serialize(FieldWriter& writer) const override;
+    TRT_PLUGIN_KIT_RUNTIME_HOOKS
     int32_t nbTactics() const override { return kTactics; }
     void selectTactic(int32_t tactic) override;
 

@@ -9,14 +9,9 @@ namespace trt_plugin_kit
 {
 using namespace nvinfer1;
 
-namespace
-{
-constexpr int32_t kMaxRank = 8;
-}
-
 void L2NormalizePlugin::checkRank(int32_t rank) const
 {
-    check(rank >= 1 && rank <= kMaxRank, "input rank ", rank, " is not supported (1 to ", kMaxRank, ")");
+    checkViewRank(rank);
     normalizeAxis(mParams.axis, rank, kName);  // An axis beyond the input's rank is reported here.
 }
 
@@ -54,8 +49,8 @@ std::unique_ptr<PluginBase> L2NormalizePlugin::fromFields(FieldReader const& fie
     L2NormalizeParams params;
     params.axis = fields.getInt("axis").value_or(params.axis);
     params.eps = fields.getFloat("eps").value_or(params.eps);
-    check(params.axis >= -kMaxRank && params.axis < kMaxRank, "axis ", params.axis,
-          " is out of range for any rank", " up to ", kMaxRank);
+    check(params.axis >= -kMaxViewRank && params.axis < kMaxViewRank, "axis ", params.axis,
+          " is out of range for any rank", " up to ", kMaxViewRank);
     check(params.eps >= 0.F, "eps must be >= 0, got ", params.eps);
     return std::make_unique<L2NormalizePlugin>(params);
 }

@@ -14,30 +14,19 @@ struct L2NormalizeParams
     float eps{1e-12F};
 };
 
-class L2NormalizePlugin final : public UnaryFloatPlugin
+class L2NormalizePlugin final : public PluginOf<L2NormalizePlugin, UnaryFloatPlugin>
 {
 public:
     static constexpr char const* kName = "L2Normalize";
-    //! The fields getFieldNames() declares: spec.yaml's, in its order.
     static constexpr std::array kFields{FieldDeclaration{"axis", nvinfer1::PluginFieldType::kINT32, 1},
                                         FieldDeclaration{"eps", nvinfer1::PluginFieldType::kFLOAT32, 1}};
-    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
     static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
-    explicit L2NormalizePlugin(L2NormalizeParams params) : UnaryFloatPlugin(kName), mParams(params) {}
+    explicit L2NormalizePlugin(L2NormalizeParams params) : mParams(params) {}
 
 protected:
-    std::unique_ptr<PluginBase> cloneImpl() const override
-    {
-        return std::make_unique<L2NormalizePlugin>(*this);
-    }
     void checkRank(int32_t rank) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
-                   nvinfer1::DynamicPluginTensorDesc const* out) override;
-    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
-                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
-                        void* const* outputs, void* workspace, cudaStream_t stream) override;
-    void serialize(FieldWriter& writer) const override;
+    TRT_PLUGIN_KIT_CONFIGURE_HOOK
+    TRT_PLUGIN_KIT_RUNTIME_HOOKS
 
 private:
     L2NormalizeParams mParams;

@@ -26,11 +26,10 @@ struct PoolConfig
     std::optional<float> outputScale;
 };
 
-class PoolPlugin final : public PluginBase
+class PoolPlugin final : public PluginOf<PoolPlugin>
 {
 public:
     static constexpr char const* kName = "Pool";
-    //! The fields getFieldNames() declares: spec.yaml's, in its order.
     static constexpr std::array kFields{
         FieldDeclaration{"mode", nvinfer1::PluginFieldType::kCHAR, -1},
         FieldDeclaration{"kernel", nvinfer1::PluginFieldType::kINT32, 2},
@@ -39,26 +38,15 @@ public:
         FieldDeclaration{"count_include_pad", nvinfer1::PluginFieldType::kINT32, 1},
         FieldDeclaration{"input_scale", nvinfer1::PluginFieldType::kFLOAT32, 1},
         FieldDeclaration{"output_scale", nvinfer1::PluginFieldType::kFLOAT32, 1}};
-    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
     static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
-    explicit PoolPlugin(PoolConfig config) : PluginBase(kName), mConfig(config) {}
+    explicit PoolPlugin(PoolConfig config) : mConfig(config) {}
 
 protected:
     int32_t nbInputs() const override { return 1; }
     int32_t nbOutputs() const override { return 1; }
-    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<PoolPlugin>(*this); }
-    void outputDataTypes(nvinfer1::DataType* outputTypes,
-                         nvinfer1::DataType const* inputTypes) const override;
-    void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
-                      nvinfer1::IExprBuilder& exprBuilder) const override;
-    bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
-                   nvinfer1::DynamicPluginTensorDesc const* out) override;
-    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
-                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
-                        void* const* outputs, void* workspace, cudaStream_t stream) override;
-    void serialize(FieldWriter& writer) const override;
+    TRT_PLUGIN_KIT_BUILD_HOOKS
+    TRT_PLUGIN_KIT_CONFIGURE_HOOK
+    TRT_PLUGIN_KIT_RUNTIME_HOOKS
 
 private:
     //! Throws unless `type` is FP32, FP16 or INT8 and, for INT8, both scales are set.

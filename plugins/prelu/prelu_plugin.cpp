@@ -6,14 +6,9 @@ namespace trt_plugin_kit
 {
 using namespace nvinfer1;
 
-namespace
-{
-constexpr int32_t kMaxRank = 8;
-}
-
 void PReluPlugin::checkRank(int32_t rank) const
 {
-    check(rank >= 1 && rank <= kMaxRank, "input rank ", rank, " is not supported (1 to ", kMaxRank, ")");
+    checkViewRank(rank);
     check(rank >= 2 || mSlopes.size() == 1, "an input of rank 1 has no channel axis; per-channel slopes (",
           mSlopes.size(), ") need rank >= 2");
 }

@@ -10,29 +10,21 @@
 namespace trt_plugin_kit
 {
 
-class PReluPlugin final : public UnaryFloatPlugin
+class PReluPlugin final : public PluginOf<PReluPlugin, UnaryFloatPlugin>
 {
 public:
     static constexpr char const* kName = "PReLU";
-    //! The fields getFieldNames() declares: spec.yaml's, in its order.
     static constexpr std::array kFields{FieldDeclaration{"slopes", nvinfer1::PluginFieldType::kFLOAT32, -1}};
-    //! The creator's half: reads and checks the fields (throws PluginError naming a bad one).
     static std::unique_ptr<PluginBase> fromFields(FieldReader const& fields);
-    explicit PReluPlugin(std::vector<float> slopes) : UnaryFloatPlugin(kName), mSlopes(std::move(slopes)) {}
+    explicit PReluPlugin(std::vector<float> slopes) : mSlopes(std::move(slopes)) {}
 
 protected:
-    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<PReluPlugin>(*this); }
     void checkRank(int32_t rank) const override;
     void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
                       nvinfer1::IExprBuilder& exprBuilder) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
-                   nvinfer1::DynamicPluginTensorDesc const* out) override;
+    TRT_PLUGIN_KIT_CONFIGURE_HOOK
     void attach(nvinfer1::IPluginResourceContext* context) override;
-    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
-                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
-                        void* const* outputs, void* workspace, cudaStream_t stream) override;
-    void serialize(FieldWriter& writer) const override;
+    TRT_PLUGIN_KIT_RUNTIME_HOOKS
 
 private:
     void checkChannels(int64_t channels) const;

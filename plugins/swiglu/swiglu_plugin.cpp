@@ -31,14 +31,10 @@ int64_t ceilDiv(int64_t a, int64_t b)
 }  // namespace
 
 SwigluPlugin::SwigluPlugin()
-    : PluginBase(kName), mKernels{TritonKernel("swiglu", "fp32_wide_aligned"),
-                                  TritonKernel("swiglu", "fp32_wide"),
-                                  TritonKernel("swiglu", "fp32_narrow_aligned"),
-                                  TritonKernel("swiglu", "fp32_narrow"),
-                                  TritonKernel("swiglu", "fp16_wide_aligned"),
-                                  TritonKernel("swiglu", "fp16_wide"),
-                                  TritonKernel("swiglu", "fp16_narrow_aligned"),
-                                  TritonKernel("swiglu", "fp16_narrow")}
+    : mKernels{TritonKernel("swiglu", "fp32_wide_aligned"),   TritonKernel("swiglu", "fp32_wide"),
+               TritonKernel("swiglu", "fp32_narrow_aligned"), TritonKernel("swiglu", "fp32_narrow"),
+               TritonKernel("swiglu", "fp16_wide_aligned"),   TritonKernel("swiglu", "fp16_wide"),
+               TritonKernel("swiglu", "fp16_narrow_aligned"), TritonKernel("swiglu", "fp16_narrow")}
 {
 }
 

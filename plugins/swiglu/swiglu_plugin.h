@@ -10,7 +10,7 @@
 namespace trt_plugin_kit
 {
 
-class SwigluPlugin final : public PluginBase
+class SwigluPlugin final : public PluginOf<SwigluPlugin>
 {
 public:
     static constexpr char const* kName = "SwiGLUSplit";
@@ -21,20 +21,10 @@ public:
 protected:
     int32_t nbInputs() const override { return 1; }
     int32_t nbOutputs() const override { return 1; }
-    std::unique_ptr<PluginBase> cloneImpl() const override { return std::make_unique<SwigluPlugin>(*this); }
-    void outputDataTypes(nvinfer1::DataType* outputTypes,
-                         nvinfer1::DataType const* inputTypes) const override;
-    void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
-                      nvinfer1::IExprBuilder& exprBuilder) const override;
-    bool supportsFormat(int32_t pos, nvinfer1::PluginTensorDesc const* inOut) const override;
-    void configure(nvinfer1::DynamicPluginTensorDesc const* in,
-                   nvinfer1::DynamicPluginTensorDesc const* out) override;
+    TRT_PLUGIN_KIT_BUILD_HOOKS
+    TRT_PLUGIN_KIT_CONFIGURE_HOOK
     void attach(nvinfer1::IPluginResourceContext* context) override;
-    void shapeChanged(nvinfer1::PluginTensorDesc const* in, nvinfer1::PluginTensorDesc const* out) override;
-    int32_t enqueueImpl(nvinfer1::PluginTensorDesc const* inputDesc,
-                        nvinfer1::PluginTensorDesc const* outputDesc, void const* const* inputs,
-                        void* const* outputs, void* workspace, cudaStream_t stream) override;
-    void serialize(FieldWriter& writer) const override;
+    TRT_PLUGIN_KIT_RUNTIME_HOOKS
 
 private:
     // kernel.py's variants: {fp32, fp16} x {wide, narrow} x {16-aligned, general}, index = 4 * dtype + 2 *
