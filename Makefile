@@ -145,15 +145,28 @@ test check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITE
 check: lint test-venv
 	$(PY) -m pytest -q tests/unit
 
-# The compose test runs last, where a Docker daemon answers (.ci/run provisions one); elsewhere it says why not.
-# numeric-threads runs from the recipe, so that it comes after pytest also under make -j.
-test: lint harness-check pytest
-	@$(MAKE) --no-print-directory numeric-threads
-	@if ! command -v docker >/dev/null 2>&1; then \
+# After the build and the harness: pytest, then its numeric tests once more with one BLAS thread; beside them,
+# from the start, the compose test where a Docker daemon answers (.ci/run provisions one; elsewhere it says why
+# not). The compose test waits on containers, health checks and a load test's clock most of its time; its
+# output goes to build/compose-test.log and is printed when it ends. The status is the first failure's.
+test: lint harness-check test-venv test-tools edge-native
+	@status=0; compose_pid=; mkdir -p $(BUILD_DIR); \
+	if ! command -v docker >/dev/null 2>&1; then \
 	  echo "compose-test skipped: no docker command (apt-get install docker.io; bash .ci/run does)"; \
 	elif ! docker info >/dev/null 2>&1; then \
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
-	else $(MAKE) --no-print-directory compose-test; fi
+	else \
+	  echo "== compose-test, beside pytest (its output: $(BUILD_DIR)/compose-test.log, printed when it ends)"; \
+	  $(MAKE) --no-print-directory compose-test > $(BUILD_DIR)/compose-test.log 2>&1 & compose_pid=$$!; \
+	fi; \
+	$(MAKE) --no-print-directory pytest || status=$$?; \
+	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory numeric-threads || status=$$?; fi; \
+	if [ -n "$$compose_pid" ]; then \
+	  compose_status=0; wait $$compose_pid || compose_status=$$?; \
+	  echo "== compose-test ($(BUILD_DIR)/compose-test.log)"; cat $(BUILD_DIR)/compose-test.log; \
+	  if [ $$status -eq 0 ]; then status=$$compose_status; fi; \
+	fi; \
+	exit $$status
 
 # Builds and serves the compose profiles cpu + loadtest offline, runs the clients and a load test
 # against them, then `down -v` (see scripts/compose_test.py). Needs a Docker daemon; Compose v2 comes with

@@ -145,6 +145,25 @@ def triton_server(tmp_path_factory):
 
 
 MARKED_FOLDERS = ("unit", "library", "server")
+# The files that take longest (their tests' wall time on the 2-core machine, 2026-11-25), collected first:
+# make test's workers (pytest-xdist, --dist loadfile) take files in collection order, and these, last in
+# alphabetical order, used to start when the other workers had nothing left to do.
+LONGEST_FIRST = (
+    "tests/server/test_perf.py",  # 112 s
+    "tests/server/test_serving_hardening.py",  # 97 s (a killing request resent for a minute)
+    "tests/library/test_scaffold.py",  # 85 s (the tutorial: build, serve, load test)
+    "tests/server/test_readme_fresh_clone.py",  # 78 s
+    "tests/server/test_soak.py",  # 70 s (a one-minute soak)
+    "tests/server/test_clients_server.py",  # 59 s
+    "tests/server/test_serving_launcher.py",  # 50 s
+    "tests/server/test_loadtest_smoke.py",  # 45 s
+    "tests/server/test_monitoring_prometheus.py",  # 41 s
+)
+
+
+def _schedule_rank(item) -> int:
+    path = Path(str(item.fspath)).relative_to(Path(__file__).parent.parent).as_posix()
+    return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -152,6 +171,7 @@ def pytest_collection_modifyitems(config, items):
         folder = Path(str(item.fspath)).parent.name
         if folder in MARKED_FOLDERS:
             item.add_marker(getattr(pytest.mark, folder))
+    items.sort(key=_schedule_rank)  # stable: within a file, and among the rest, the order stays
 
 
 def pytest_report_header(config):

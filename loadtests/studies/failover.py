@@ -50,8 +50,8 @@ from trt_plugin_kit.triton.options import ServerLocation
 
 REPLICAS = 3
 USERS = 6
-RUN_S = 75
-KILL_AT_S = 20
+RUN_S = 50
+KILL_AT_S = 12
 # The killed replica stays down this long before it is started again: longer than the health checks need to
 # take it out (HealthCheck.detection_bound_s), so that the balancer has to. Its restart policy alone can
 # bring a CPU replica back in 2-3 s, before the checks of one backend have failed `fall` times.
