@@ -1,9 +1,9 @@
 # One entry point for users and CI. Every target sets itself up on a fresh machine.
 #   make serve   - start Triton (TensorRT path on a GPU host, CPU path with PyTriton's tritonserver elsewhere)
 #   make test    - build the plugin library against every vendored TensorRT header set, run the
-#                  plugin harness checks that this machine can run, then the Python test-suite, its
-#                  numeric tests again with one BLAS thread, then the compose test where a Docker daemon
-#                  answers.
+#                  plugin harness checks that this machine can run, then the Python test-suite and, beside
+#                  it, the compose test where a Docker daemon answers and the numeric tests again with one
+#                  BLAS thread.
 #   make compose-test - the compose profiles cpu + loadtest for real (scripts/compose_test.py)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -145,27 +145,27 @@ test check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITE
 check: lint test-venv
 	$(PY) -m pytest -q tests/unit
 
-# After the build and the harness: pytest, then its numeric tests once more with one BLAS thread; beside them,
-# from the start, the compose test where a Docker daemon answers (.ci/run provisions one; elsewhere it says why
-# not). The compose test waits on containers, health checks and a load test's clock most of its time; its
-# output goes to build/compose-test.log and is printed when it ends. The status is the first failure's.
+# After the build and the harness, pytest; beside it, from the start, the compose test where a Docker daemon
+# answers (.ci/run provisions one; elsewhere it says why not), then the numeric tests once more with one BLAS
+# thread. The compose test waits on containers, health checks and a load test's clock most of its time, and
+# both end well before pytest on 2 cores; their output goes to build/beside-pytest.log and is printed after
+# pytest's. The status is the first failure's.
 test: lint harness-check test-venv test-tools edge-native
-	@status=0; compose_pid=; mkdir -p $(BUILD_DIR); \
-	if ! command -v docker >/dev/null 2>&1; then \
+	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
+	if ! command -v docker >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no docker command (apt-get install docker.io; bash .ci/run does)"; \
-	elif ! docker info >/dev/null 2>&1; then \
+	elif ! docker info >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
-	else \
-	  echo "== compose-test, beside pytest (its output: $(BUILD_DIR)/compose-test.log, printed when it ends)"; \
-	  $(MAKE) --no-print-directory compose-test > $(BUILD_DIR)/compose-test.log 2>&1 & compose_pid=$$!; \
 	fi; \
+	echo "== beside pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
+	( side=0; \
+	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-test || side=$$?; fi; \
+	  $(MAKE) --no-print-directory numeric-threads || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
+	  exit $$side ) > $(BUILD_DIR)/beside-pytest.log 2>&1 & beside=$$!; \
 	$(MAKE) --no-print-directory pytest || status=$$?; \
-	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory numeric-threads || status=$$?; fi; \
-	if [ -n "$$compose_pid" ]; then \
-	  compose_status=0; wait $$compose_pid || compose_status=$$?; \
-	  echo "== compose-test ($(BUILD_DIR)/compose-test.log)"; cat $(BUILD_DIR)/compose-test.log; \
-	  if [ $$status -eq 0 ]; then status=$$compose_status; fi; \
-	fi; \
+	beside_status=0; wait $$beside || beside_status=$$?; \
+	echo "== beside pytest ($(BUILD_DIR)/beside-pytest.log)"; cat $(BUILD_DIR)/beside-pytest.log; \
+	if [ $$status -eq 0 ]; then status=$$beside_status; fi; \
 	exit $$status
 
 # Builds and serves the compose profiles cpu + loadtest offline, runs the clients and a load test
