@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -43,7 +42,7 @@ from trt_plugin_kit.deploy.balancer import (
     find_haproxy,
     server_name,
 )
-from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, slot_ports
+from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, free_slot_base, slot_ports
 from trt_plugin_kit.serving.server import free_port
 from trt_plugin_kit.triton import metrics
 from trt_plugin_kit.triton.options import ServerLocation
@@ -65,27 +64,6 @@ PROGRAM = "python scripts/compose_test.py (its failover step)"
 
 class FailoverFailed(Exception):
     """The scenario found something wrong; the message says what."""
-
-
-def free_port_block(size: int) -> int:
-    """A base port with `size` consecutive free ports on 127.0.0.1 (checked by binding each)."""
-    for _ in range(50):
-        base = free_port()
-        if base + size >= 65535:
-            continue
-        sockets = []
-        try:
-            for port in range(base, base + size):
-                sock = socket.socket()
-                sock.bind(("127.0.0.1", port))
-                sockets.append(sock)
-            return base
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-    raise FailoverFailed(f"no {size} consecutive free ports found")
 
 
 def served_requests(metrics_port: int) -> float | None:
@@ -182,7 +160,10 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
         find_haproxy()
     except BalancerError as error:
         raise FailoverFailed(str(error)) from None
-    base = free_port_block(SLOT_STRIDE * REPLICAS)
+    try:
+        base = free_slot_base(REPLICAS)
+    except OSError as error:
+        raise FailoverFailed(str(error)) from None
     env = dict(env, TRITON_REPLICA_BASE_PORT=str(base))
     up = [*compose, "up", "-d", "--wait", "--wait-timeout", str(int(up_timeout_s)), "--scale"]
     result = subprocess.run(

@@ -14,7 +14,7 @@ import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
 from trt_plugin_kit.deploy.balancer import GRPC_BACKEND, HTTP_BACKEND, Balancer, server_name
-from trt_plugin_kit.deploy.replica_slot import slot_ports
+from trt_plugin_kit.deploy.replica_slot import free_slot_base, slot_ports
 from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT
 from trt_plugin_kit.serving.server import Ports, TritonServer, free_port
 
@@ -25,7 +25,7 @@ needs_haproxy = pytest.mark.skipif(
 
 @needs_haproxy
 def test_every_request_is_balanced_over_real_replicas_on_both_protocols(tmp_path):
-    base = free_port()
+    base = free_slot_base(2)
     replicas = []
     try:
         for slot in range(2):

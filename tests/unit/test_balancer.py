@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from trt_plugin_kit.deploy.balancer import haproxy_config, server_name
-from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, slot_ports
+from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, free_slot_base, slot_ports
 from trt_plugin_kit.interface import REPO_ROOT
 
 needs_haproxy = pytest.mark.skipif(
@@ -104,3 +105,20 @@ def test_compose_replicas_override_fits_the_image_and_the_slots():
     dockerfile = (REPO_ROOT / "docker" / "python.Dockerfile").read_text()
     uid = re.search(r"--uid (\d+)", dockerfile)[1]
     assert f"uid={uid}" in options and options.startswith("size=")
+
+
+def test_free_slot_base_gives_a_block_of_ports_free_now():
+    """Each slot's ports follow the base: a kernel-chosen free base says nothing about them (outgoing
+    connections hold ports of the same range), so every port of the block is checked."""
+    base = free_slot_base(2)
+    sockets = []
+    try:
+        for port in range(base, base + 2 * SLOT_STRIDE):
+            sock = socket.socket()
+            sockets.append(sock)
+            sock.bind(("127.0.0.1", port))
+    finally:
+        for sock in sockets:
+            sock.close()
+    with pytest.raises(OSError, match="no 20 consecutive free ports"):
+        free_slot_base(2, attempts=0)

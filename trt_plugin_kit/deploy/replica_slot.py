@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,32 @@ class SlotPorts:
 def slot_ports(base: int, slot: int) -> SlotPorts:
     http = base + SLOT_STRIDE * slot
     return SlotPorts(slot, http, http + 1, http + 2)
+
+
+def free_slot_base(replicas: int, host: str = "127.0.0.1", attempts: int = 50) -> int:
+    """A base port whose `replicas` slots are all free on `host` now: every port of the block is bound once
+    to check (a kernel-chosen free port says nothing about the ports after it, which outgoing connections may
+    hold). Raises OSError when no such block was found."""
+    size = SLOT_STRIDE * replicas
+    for _ in range(attempts):
+        with socket.socket() as probe:
+            probe.bind((host, 0))
+            base = probe.getsockname()[1]
+        if base + size >= 65535:
+            continue
+        sockets = []
+        try:
+            for port in range(base, base + size):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise OSError(f"no {size} consecutive free ports found on {host} for {replicas} replica slots")
 
 
 def acquire_slot(directory: Path, slots: int) -> tuple[int, int]:
