@@ -26,8 +26,9 @@ endif
 CUDA_ARCHITECTURES ?=
 # `make test` and `make check` on a machine without a GPU launch no kernel: one architecture compiles every
 # source in a fifth of the time. Turing's (75), the one the tutorial builds with (docs/writing-a-plugin.md), so
-# that ccache (where installed) serves the tutorial test's build from make test's own. The GPU scripts (scripts/gpu_*.sh) and `make
-# plugins` keep the full list; TEST_CUDA_ARCHITECTURES= (empty) gives `make test` the full list too.
+# that ccache (where installed) serves the tutorial test's build from make test's own. The GPU scripts
+# (scripts/gpu_*.sh) and `make plugins` keep the full list; TEST_CUDA_ARCHITECTURES= (empty) gives `make test`
+# the full list too.
 HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TEST_CUDA_ARCHITECTURES ?= $(if $(HAS_GPU),,75)
 JOBS ?= $(shell nproc)
