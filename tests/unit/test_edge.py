@@ -119,6 +119,29 @@ def test_json_is_read_strictly(text, words):
         wire_json.parse(text)
 
 
+NUMBER_EDGES = [
+    "9" * 32, "-" + "9" * 32, "9" * 33, "1" + "0" * 40, "0." + "1" * 32, "0." + "1" * 33, "1e99",
+    "9.99e99", "1e308", "1.7976931348623157e308", "1e309", "-1e999", "1E+308", "1e-999", "1e0099",
+    "12345678901234567890.5", "9" * 5000,
+]  # fmt: skip
+
+
+def outcome(parse, *args):
+    try:
+        return parse(*args)
+    except Refused as refused:
+        return str(refused)
+
+
+@pytest.mark.parametrize("number", NUMBER_EDGES)
+def test_the_fast_json_path_reads_numbers_as_the_checked_one(number):
+    """The first pass (no per-number hooks) gives, near and past the bounds, in lists of numbers, mixed lists
+    and alone, the value or the refusal of the checked parse."""
+    for text in (f"[{number}, 1.5, -2]", f'{{"a": [{number}, "b", [1]], "a": 1}}', number):
+        fast = outcome(wire_json.parse, text.encode())
+        assert fast == outcome(wire_json._parse_checked, text, "the request"), text
+
+
 # ---------------------------------------------------------------------------------------- inference
 
 
