@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+try:  # a deadline on the current task; asyncio.wait_for would start a task per request to time
+    from asyncio import timeout as time_limit  # Python >= 3.11
+except ImportError:  # pragma: no cover - Python 3.10, where aiohttp installs async-timeout
+    from async_timeout import timeout as time_limit  # noqa: F401
+
 # Largest inference request, HTTP body after decompression or gRPC message: what the biggest legitimate
 # request of this kit needs (64 images of mnist_preprocess's 8 MiB limit would not fit; 64 digits of any
 # phone-photo size do) and what the Python backend's shared memory is sized for
@@ -20,7 +25,7 @@ MAX_OUTPUTS = 16
 MAX_ID_LENGTH = 256
 MAX_PARAMETERS = 8  # per request, input or output
 MAX_SHAPE_DIMS = 8
-MAX_JSON_NUMBER_DIGITS = 32  # an integer literal longer than this is refused before int() sees it
+MAX_JSON_NUMBER_DIGITS = 32  # an integer literal longer than this is refused (edge/wire_json.py: how)
 
 # Time: a client gets this long for its request line and headers, then for its body; a request upstream
 # gets this long to be answered.

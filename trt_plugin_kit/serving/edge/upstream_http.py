@@ -42,7 +42,8 @@ class UpstreamHTTP:
             reader, writer = self._idle.pop() if reused else await self._connect()
             try:
                 writer.write(message)
-                answer, keep = await asyncio.wait_for(self._read(reader), limits.UPSTREAM_TIMEOUT_S)
+                async with limits.time_limit(limits.UPSTREAM_TIMEOUT_S):
+                    answer, keep = await self._read(reader)
             except (ConnectionError, asyncio.IncompleteReadError) as error:
                 writer.close()
                 if reused:
