@@ -2,8 +2,8 @@
 
 Python's parser keeps the last of two equal keys and Triton's (RapidJSON) the first, so a request could mean
 one thing here and another there: duplicate keys are refused. Also refused: NaN/Infinity literals, integers
-longer than ``limits.MAX_JSON_NUMBER_DIGITS`` digits (before ``int()`` sees them), nesting deeper than the
-C scanner's recursion guard, anything but UTF-8. What is forwarded is re-encoded from the parsed values.
+longer than ``limits.MAX_JSON_NUMBER_DIGITS`` digits, numbers beyond a double, nesting deeper than the C
+scanner's recursion guard, anything but UTF-8. What is forwarded is re-encoded from the parsed values.
 
 The number checks cost a Python call per number when made as the scanner's ``parse_int``/``parse_float``
 hooks: for a [1, 512] FP32 request, three quarters of the edge's parse time. So a body is parsed first
