@@ -36,6 +36,7 @@ FC16_LARGE = "fc/fp16/4096x800->500"
 FC1_16_B1024 = "mnist/b1024/fc1/fp16/1024x50x4x4->500"
 MODEL_RECORD = "models/lenet5_mnist.json"
 SOAK = "records/soak/soak-20261121.json"
+EDGE = "records/edge/edge-overhead.json"
 GPU_LIFECYCLE_LOG = "records/stress/lifecycle-concurrency-h200.log"
 GPU_STRESS_SUMMARY = "records/stress/stress-summary-h200.log"
 DTYPES = ("fp32", "fp16")
@@ -318,7 +319,37 @@ CLAIMS = [
         lambda: f"{max(v for k, v in lifecycle_rss_growth().items() if k != 'L2Normalize'):.2f}",
     ),
     Claim("docs/reliability.md", r"TensorRT 11\.1 headers, (\d+) s in all", lambda: str(stress_seconds())),
+    # docs/SECURITY.md <- records/edge/edge-overhead.json (scripts/bench_edge.py): the record now
+    Claim("docs/SECURITY.md", r"\*\*Run \d+, the record now\*\* \((\w+),", lambda: record(EDGE)["commit"]),
+    *(
+        Claim("docs/SECURITY.md", rf"\*\*Run \d+, the record now\*\*[^|]*?{pattern}", figures)
+        for pattern, figures in [
+            (
+                r"HTTP \*\*([\d.]+\*\* \([\d.]+\)) JSON l2norm",
+                lambda: edge_ratios("http: l2norm [1,512] JSON"),
+            ),
+            (r"\*\*([\d.]+\*\* \([\d.]+\)) binary", lambda: edge_ratios("http: l2norm [1,512] binary")),
+            (
+                r"\*\*([\d.]+\*\* \([\d.]+\)) pipeline; gRPC",
+                lambda: edge_ratios("http: mnist_pipeline PNG"),
+            ),
+            (
+                r"gRPC\s+\*\*([\d.]+\*\* \([\d.]+\)) l2norm",
+                lambda: edge_ratios("grpc: l2norm [1,512] raw"),
+            ),
+            (
+                r"l2norm, \*\*([\d.]+\*\* \([\d.]+\)) pipeline\.",
+                lambda: edge_ratios("grpc: mnist_pipeline PNG"),
+            ),
+        ]
+    ),
 ]
+
+
+def edge_ratios(request: str) -> str:
+    """On / off throughput (its bold closed), the CPU ratio in brackets: as docs/SECURITY.md writes them."""
+    row = record(EDGE)["results"][request]
+    return f"{row['throughput_ratio']:.2f}** ({row['cpu_ratio']:.2f})"
 
 
 def soak(key: str):
