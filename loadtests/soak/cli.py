@@ -68,6 +68,13 @@ def share(text: str) -> float:
     return value
 
 
+def positive_rate(text: str) -> float:
+    value = float(text)
+    if not 0.0 < value < float("inf"):
+        raise ValueError(f"--rate must be a positive number of requests per second, got {text}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROGRAM,
@@ -95,6 +102,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--duration", type=converter(parse_duration), default=600.0, help="how long to load (10m)"
     )
     load.add_argument("--workers", type=converter(positive_int), default=4, help="client threads (4)")
+    load.add_argument(
+        "--rate",
+        type=converter(positive_rate),
+        default=None,
+        metavar="REQUESTS_PER_S",
+        help="at most this many requests per second, over all workers (default: each worker sends its next "
+        "request as soon as the last is answered)",
+    )
     load.add_argument(
         "--bad-share",
         type=converter(share),
@@ -142,6 +157,7 @@ def settings(args: argparse.Namespace, tasks: list, bad: list[BadRequest], digit
     """The soak's settings as its record keeps them."""
     return {
         "workers": args.workers,
+        "rate_per_s": args.rate,
         "bad_share": args.bad_share,
         "sample_interval_s": args.sample_interval,
         "warmup_s": round(args.warmup, 1),
@@ -186,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     record.where["server"] = server.info["description"]
     print(
-        f"soak: {args.duration:.0f} s, {args.workers} workers, protocols {weights_text(args.protocol)}, "
+        f"soak: {args.duration:.0f} s, {args.workers} workers"
+        f"{f' at {args.rate:g} requests/s' if args.rate else ''}, protocols {weights_text(args.protocol)}, "
         f"{args.bad_share:.0%} bad requests; memory and metrics every {args.sample_interval:g} s",
         flush=True,
     )
@@ -198,7 +215,8 @@ def run(args: argparse.Namespace) -> int:
     tally = Tally()
     sampler = Sampler(server.rss, server.location.metrics_url, args.sample_interval, tally, clock)
     mix = Mix(args.protocol, tasks, bad, args.bad_share, args.timeout, args.seed)
-    workers = [Worker(i, server.location, mix, tally, clock) for i in range(args.workers)]
+    rate = args.rate / args.workers if args.rate else None
+    workers = [Worker(i, server.location, mix, tally, clock, rate) for i in range(args.workers)]
     load_seconds = run_load(workers, sampler, args.duration, args.timeout + 30, clock)
     duration_s, alive = clock(), server.alive()
     try:

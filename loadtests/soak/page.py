@@ -134,7 +134,9 @@ def markdown(record: Record) -> str:
         "",
         *([f"**Note.** {result['note']}", ""] if result.get("note") else []),
         f"- ran {result['duration_s']:.0f} s, "
-        f"{result['config']['workers']} client threads, {result['config']['bad_share']:.0%} bad requests, "
+        f"{result['config']['workers']} client threads"
+        + (f" at {rate:g} requests/s" if (rate := result["config"].get("rate_per_s")) else "")
+        + f", {result['config']['bad_share']:.0%} bad requests, "
         f"seed {result['config']['seed']}",
         *record.head_lines(),
         "",

@@ -115,12 +115,21 @@ class Mix:
 
 class Worker:
     """One client thread: a connection per protocol, then requests chosen at random (seeded) until `stop`:
-    a `bad_share` of them bad on purpose, the rest good, every answer judged and counted in `tally`."""
+    a `bad_share` of them bad on purpose, the rest good, every answer judged and counted in `tally`. At most
+    `rate` requests per second when given (a request starts on its schedule, or at once when late), else
+    each as soon as the last was answered."""
 
     def __init__(
-        self, index: int, location: ServerLocation, mix: Mix, tally: Tally, clock: Callable[[], float]
+        self,
+        index: int,
+        location: ServerLocation,
+        mix: Mix,
+        tally: Tally,
+        clock: Callable[[], float],
+        rate: float | None = None,
     ) -> None:
         self.index, self.location, self.mix, self.tally, self.clock = index, location, mix, tally, clock
+        self.interval_s = 1.0 / rate if rate else 0.0
 
     def send_bad(self, client: Connection, protocol: str, request: BadRequest) -> None:
         try:
@@ -150,8 +159,14 @@ class Worker:
         protocols = [p for p in PROTOCOLS if mix.protocols[p] > 0]
         weights = [mix.protocols[p] for p in protocols]
         clients = {p: Connection(p, self.location.address(p), mix.timeout_s) for p in protocols}
+        next_start = time.monotonic()
         try:
             while not stop.is_set():
+                if self.interval_s:  # on schedule, or at once when late (no catching up in a burst)
+                    wait = next_start - time.monotonic()
+                    if wait > 0 and stop.wait(wait):
+                        break
+                    next_start = max(next_start, time.monotonic()) + self.interval_s
                 (protocol,) = rng.choices(protocols, weights)
                 if rng.random() < mix.bad_share:
                     self.send_bad(clients[protocol], protocol, rng.choice(mix.bad))

@@ -77,6 +77,23 @@ def test_a_worker_against_a_closed_port_counts_every_request_as_failed(bad):
     assert all(message.startswith("http ") for message in tally.failures)
 
 
+def test_a_paced_worker_sends_at_its_rate_and_no_faster(bad):
+    """--rate: the same closed port (each request fails at once), 20 requests/s for 1 s: about 20 requests,
+    where an unpaced worker sends hundreds."""
+    location = ServerLocation("127.0.0.1", free_port(), free_port())
+
+    def sent(rate: float | None) -> int:
+        tally = Tally()
+        mix = Mix({"http": 1, "grpc": 0}, good_tasks(DIGITS), bad, bad_share=0.5, timeout_s=1.0, seed=0)
+        stop = threading.Event()
+        threading.Timer(1.0, stop.set).start()
+        Worker(0, location, mix, tally, lambda: 0.0, rate=rate).run(stop)
+        return sum(tally.totals().values())
+
+    assert 15 <= sent(20.0) <= 21
+    assert sent(None) > 60
+
+
 def test_the_sampler_records_what_it_could_not_read():
     tally = Tally()
     sampler = Sampler(lambda: None, f"http://127.0.0.1:{free_port()}/metrics", 0.1, tally, lambda: 1.234)
