@@ -49,7 +49,13 @@ from loadtests.soak.workers import Mix, Sampler, Tally, Worker, run_load
 from loadtests.workloads import digit_source
 from trt_plugin_kit.serving.server import ServingError
 from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.options import ServerLocation, converter, positive_int, positive_seconds
+from trt_plugin_kit.triton.options import (
+    ServerLocation,
+    converter,
+    positive_int,
+    positive_seconds,
+    requests_per_second,
+)
 from trt_plugin_kit.triton.protocol import NotReady
 
 STUDY = "soak"
@@ -65,13 +71,6 @@ def share(text: str) -> float:
     value = float(text)
     if not 0.0 <= value < 1.0:
         raise ValueError(f"--bad-share must be in [0, 1), got {text}")
-    return value
-
-
-def positive_rate(text: str) -> float:
-    value = float(text)
-    if not 0.0 < value < float("inf"):
-        raise ValueError(f"--rate must be a positive number of requests per second, got {text}")
     return value
 
 
@@ -104,7 +103,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     load.add_argument("--workers", type=converter(positive_int), default=4, help="client threads (4)")
     load.add_argument(
         "--rate",
-        type=converter(positive_rate),
+        type=converter(requests_per_second),
         default=None,
         metavar="REQUESTS_PER_S",
         help="at most this many requests per second, over all workers (default: each worker sends its next "

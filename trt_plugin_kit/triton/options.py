@@ -21,6 +21,7 @@ message that names where it came from, e.g. `argument --grpc-port: $TRITON_GRPC_
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from collections.abc import Callable, Iterable
@@ -118,6 +119,9 @@ positive_int = _checked(int, "a whole number", lambda v: v >= 1, "must be at lea
 non_negative_int = _checked(int, "a whole number", lambda v: v >= 0, "must be 0 or more, got {value}")
 positive_seconds = _checked(float, "a number of seconds", lambda v: v > 0, "must be more than 0, got {value}")
 non_negative_float = _checked(float, "a number", lambda v: v >= 0, "must be 0 or more, got {value}")
+requests_per_second = _checked(
+    float, "a number of requests per second", lambda v: 0 < v < math.inf, "must be more than 0, got {value}"
+)
 fraction = _checked(
     float,
     "a fraction between 0 and 1",
