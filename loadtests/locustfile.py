@@ -23,7 +23,7 @@ from urllib.parse import urlsplit  # noqa: E402
 
 import gevent  # noqa: E402
 import numpy as np  # noqa: E402
-from locust import User, constant, events  # noqa: E402
+from locust import User, constant, constant_throughput, events  # noqa: E402
 from locust.stats import StatsError  # noqa: E402
 
 from loadtests.options import add_workload_arguments, workload_from_args  # noqa: E402
@@ -77,6 +77,8 @@ def _configure_users(environment, **_kwargs) -> None:
         user_class.address = location.address(user_class.protocol)
         user_class.timeout_s = options.timeout
         user_class.retries = config.retries
+        if config.user_rate:  # paced (--user-rate); else the class's closed loop with no think time
+            user_class.wait_time = constant_throughput(config.user_rate)
     # Building the payload pools above blocked the event loop for a moment, and gevent's loop keeps the
     # time of its last iteration: without a refresh, Locust's --run-time timer (armed next) would count
     # that moment as part of the run and end it early.

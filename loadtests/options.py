@@ -16,7 +16,7 @@ from typing import Any
 from loadtests import any_model
 from loadtests.workloads import REQUEST_KINDS, WorkloadConfig
 from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.options import non_negative_int, parse_weights, positive_int
+from trt_plugin_kit.triton.options import non_negative_int, parse_weights, positive_int, requests_per_second
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MIX = ",".join(f"{kind}=1" for kind in REQUEST_KINDS)
@@ -78,7 +78,8 @@ def request_mix(text: str) -> dict[str, int]:
 
 
 def add_workload_arguments(parser: Any) -> None:
-    """--protocol, --mix, --batch-size, --l2norm-batch, --l2norm-dim, --timeout, --retries, --mnist-dir."""
+    """--protocol, --mix, --batch-size, --l2norm-batch, --l2norm-dim, --timeout, --retries, --user-rate,
+    --mnist-dir."""
     group = parser.add_argument_group("what the users send")
     cli_options.add_protocol_argument(group, mix=True)
     cli_options.add_env_argument(
@@ -111,6 +112,16 @@ def add_workload_arguments(parser: Any) -> None:
         "(connection refused, reset or closed; HTTP 502/503/504; gRPC UNAVAILABLE): inference is "
         "idempotent. A wrong answer or a model's error is never retried",
     )
+    cli_options.add_env_argument(
+        group,
+        "--user-rate",
+        variable="LOADTEST_USER_RATE",
+        default=None,
+        convert=requests_per_second,
+        metavar="REQUESTS_PER_S",
+        help="each user sends at most this many requests per second (Locust's constant_throughput); by "
+        "default the next as soon as one returns, to measure what the server sustains",
+    )
     any_model.add_arguments(group, cli_options)
     cli_options.add_mnist_dir_argument(
         group, "to send (without one and none in the default folder: the 10 sample digits of samples/digits/)"
@@ -126,6 +137,7 @@ def workload_from_args(args: argparse.Namespace) -> WorkloadConfig:
         l2norm_dim=args.l2norm_dim,
         mnist_dir=str(args.mnist_dir) if args.mnist_dir else None,
         retries=args.retries,
+        user_rate=args.user_rate,
         model_data=any_model.options_from_args(args),
     )
 
@@ -152,6 +164,8 @@ def locust_arguments(workload: WorkloadConfig, timeout_s: float) -> list[str]:
         "--retries",
         str(workload.retries),
     ]
+    if workload.user_rate:
+        arguments += ["--user-rate", repr(workload.user_rate)]
     if workload.mnist_dir:
         arguments += ["--mnist-dir", workload.mnist_dir]
     return arguments + any_model.locust_arguments(workload.model_data)

@@ -154,6 +154,7 @@ class RunPlan:
             "mnist_batch": self.workload.mnist_batch,
             "l2norm_batch": self.workload.l2norm_batch,
             "l2norm_dim": self.workload.l2norm_dim,
+            "user_rate": self.workload.user_rate,
             "digits": self.digits,
             "timeout_s": self.timeout_s,
             **self.extra_info,

@@ -297,6 +297,7 @@ class WorkloadConfig:
     l2norm_dim: int = 128
     mnist_dir: str | None = None
     retries: int = 0  # client retries after an error of the path to a server (is_retryable)
+    user_rate: float | None = None  # requests per second per user; None: the next as soon as one returns
     # Any other model named in the mix (loadtests/any_model.py): what its requests hold.
     model_data: any_model.ModelDataOptions = field(default_factory=any_model.ModelDataOptions)
 

@@ -96,6 +96,18 @@ def test_p99_bound_breaks_the_run(triton_server, tmp_path):
     assert "FAILED" in (tmp_path / "summary.md").read_text().splitlines()[0]
 
 
+@pytest.mark.timeout(180)
+def test_paced_users_send_at_their_rate(triton_server, tmp_path):
+    """--user-rate: 2 users at 5 requests/s for 4 s send about 40 requests (flat out: thousands)."""
+    result = run_loadtest(
+        triton_server, tmp_path, *("--mix", "l2norm", "--users", "2", "--run-time", "4s", "--user-rate", "5")
+    )
+    assert result.returncode == 0, explain(result)
+    summary = report.load_summary(tmp_path / "summary.json")
+    assert 20 <= summary.total.requests <= 2 * 5 * 4 + 4, summary.total
+    assert summary.run["user_rate"] == 5.0
+
+
 @pytest.mark.timeout(300)
 def test_smoke_run_both_protocols_zero_failures(triton_server, tmp_path):
     result = run_loadtest(triton_server, tmp_path, "--users", "4", "--run-time", SMOKE_RUN_TIME)

@@ -477,13 +477,16 @@ def test_the_runner_hands_locust_its_own_flags(monkeypatch):
     from loadtests.options import add_workload_arguments, locust_arguments, workload_from_args
 
     argv = ["--protocol", "grpc=3,http=1", "--mix", "mnist=2", "--batch-size", "16", "--l2norm-batch", "2"]
-    argv += ["--l2norm-dim", "64", "--timeout", "7.5", "--mnist-dir", "/data/mnist"]
+    argv += ["--l2norm-dim", "64", "--timeout", "7.5", "--mnist-dir", "/data/mnist", "--user-rate", "2.5"]
     parser = argparse.ArgumentParser()
     add_workload_arguments(parser)
     args = parser.parse_args(argv)
     workload = workload_from_args(args)
     assert workload.protocols == {"http": 1, "grpc": 3} and workload.mix["mnist"] == 2
     assert (workload.mnist_batch, workload.l2norm_batch, workload.l2norm_dim) == (16, 2, 64)
+    assert workload.user_rate == 2.5
+    with pytest.raises(SystemExit):  # a rate is a positive, finite number
+        parser.parse_args(["--user-rate", "0"])
     again = parser.parse_args(locust_arguments(workload, args.timeout))
     assert workload_from_args(again) == workload and again.timeout == 7.5
     # ... and the locustfile defines them on Locust's own parser, next to Locust's --host (in a process of
