@@ -49,6 +49,9 @@ from trt_plugin_kit.triton.options import ServerLocation
 
 REPLICAS = 3
 USERS = 6
+# Each user paced (90 requests/s in all): enough for every replica to serve and for requests to meet the
+# killed one, without taking the cores the rest of make test runs on.
+USER_RATE = 15.0
 RUN_S = 50
 KILL_AT_S = 12
 # The killed replica stays down this long before it is started again: longer than the health checks need to
@@ -189,6 +192,7 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
                     protocols=dict.fromkeys(PROTOCOLS, 1),
                     mix=dict.fromkeys(REQUEST_KINDS, 1),
                     retries=RETRIES,
+                    user_rate=USER_RATE,
                 ),
                 USERS,
                 f"{RUN_S}s",
