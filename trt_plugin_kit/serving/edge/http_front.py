@@ -25,7 +25,6 @@ from aiohttp import web, web_protocol
 
 from trt_plugin_kit.interface import ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits, wire_json
-from trt_plugin_kit.serving.edge.limits import time_limit
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
@@ -276,7 +275,7 @@ async def decoded_body(request: web.Request, limit: int) -> bytes:
     if declared is not None and declared > limit:
         raise too_large(f"the request body is too large: this server accepts at most {limit} bytes")
     try:
-        async with time_limit(limits.BODY_TIMEOUT_S):
+        async with limits.time_limit(limits.BODY_TIMEOUT_S):
             body = await _read_body(request, limit)
     except asyncio.TimeoutError:
         raise Refused(f"the request body did not arrive within {limits.BODY_TIMEOUT_S:.0f} s", 408) from None
