@@ -172,9 +172,10 @@ check: lint test-venv bytecode
 # pytest's. The status is the first failure's.
 # make test's set-up: the venv with every extra first (the plugin builds import Triton and PyYAML from it), then
 # side by side the two header sets' builds and their harness runs, checkov's venv (downloads) and the edge's
-# gRPC front. The sub-make gets the architectures this target chose (target variables do not cross).
+# gRPC front: twice as many jobs as cores, so that the builds start while checkov's venv waits on the network.
+# The sub-make gets the architectures this target chose (target variables do not cross).
 test-setup: lint test-venv bytecode
-	@$(MAKE) --no-print-directory -j $(JOBS) harness-check test-tools edge-native \
+	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native \
 	  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)"
 
 test: test-setup
