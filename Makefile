@@ -84,7 +84,10 @@ PLUGIN_BUILDS := $(addprefix plugins-,$(TRT_VERSIONS))
 .PHONY: $(PLUGIN_BUILDS)
 plugins: $(PLUGIN_BUILDS)
 
-$(PLUGIN_BUILDS): plugins-%: trt-headers venv $(VENV)/.installed-triton
+# Each checks its own headers in its recipe: with trt-headers as a prerequisite job, `make -j` started the
+# builds only after whatever job it had started next had ended (the edge's build, in make test's set-up).
+$(PLUGIN_BUILDS): plugins-%: venv $(VENV)/.installed-triton
+	@$(MAKE) --no-print-directory trt-headers TRT_CHECK_VERSIONS=$*
 	@mkdir -p $(BUILD_DIR)
 	@echo "== plugin library against TensorRT $* headers"
 	@cmake -S plugins -B $(BUILD_DIR)/trt-$* -DCMAKE_BUILD_TYPE=Release \
@@ -95,14 +98,14 @@ $(PLUGIN_BUILDS): plugins-%: trt-headers venv $(VENV)/.installed-triton
 	    || { cat $(BUILD_DIR)/cmake-$*.log; exit 1; }
 	cmake --build $(BUILD_DIR)/trt-$* -j $(JOBS)
 
-# Says what is missing, and how to provide it, before CMake runs.
+# Says what is missing, and how to provide it, before CMake runs (TRT_CHECK_VERSIONS: only these).
 trt-headers:
 	@set -e; \
 	if [ -n "$(TRT_INCLUDE_DIR)" ] && [ ! -f "$(TRT_INCLUDE_DIR)/NvInferRuntime.h" -o -z "$(TRT_VERSIONS)" ]; then \
 	  echo "error: TRT_INCLUDE_DIR=$(TRT_INCLUDE_DIR) holds no TensorRT headers (NvInferRuntime.h and NvInferVersion.h)." >&2; \
 	  exit 2; \
 	fi; \
-	for v in $(TRT_VERSIONS); do \
+	for v in $(or $(TRT_CHECK_VERSIONS),$(TRT_VERSIONS)); do \
 	  include=$(if $(TRT_INCLUDE_DIR),$(TRT_INCLUDE_DIR),$(TRT_VENDOR_DIR)/$$v/include); \
 	  if [ ! -f "$$include/NvInferRuntime.h" ]; then \
 	    echo "error: TensorRT $$v headers not found: $$include/NvInferRuntime.h is missing." >&2; \

@@ -13,13 +13,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import numpy as np
-import tritonclient.grpc.aio as grpcaio
-import tritonclient.http.aio as httpaio
 from tritonclient.utils import InferenceServerException
 
 from clients.errors import (
@@ -183,6 +181,8 @@ class TritonClient:
                 raise UsageError(
                     "--insecure works with --protocol http only (tritonclient's gRPC always verifies)"
                 )
+            import tritonclient.grpc.aio as grpcaio  # one protocol's stack per run: a CLI call starts faster
+
             return grpcaio.InferenceServerClient(
                 self.url,
                 verbose=s.verbose,
@@ -199,6 +199,8 @@ class TritonClient:
             if s.insecure:
                 ssl_context.check_hostname = False
                 ssl_context.verify_mode = ssl.CERT_NONE
+        import tritonclient.http.aio as httpaio
+
         return httpaio.InferenceServerClient(
             self.url, verbose=s.verbose, conn_timeout=s.timeout_s, ssl=s.ssl, ssl_context=ssl_context
         )
@@ -231,15 +233,18 @@ class TritonClient:
         # before UNAVAILABLE, so that a refusal is never retried as if the server were down.
         if isinstance(exc, InferenceServerException) and "restricted" in message.lower():
             return AccessDeniedError(self._admin_key_advice(what, message))
+        # aiohttp is loaded only where an HTTP client was made; without it no exception can be one of its own.
+        aiohttp = sys.modules.get("aiohttp")
+        http_errors = (aiohttp.ClientError,) if aiohttp else ()
+        http_connection_errors = (aiohttp.ClientConnectionError,) if aiohttp else ()
         connection_failed = status == "StatusCode.UNAVAILABLE" or (
-            isinstance(exc, (aiohttp.ClientError, ConnectionError))
-            and not isinstance(exc, InferenceServerException)
+            isinstance(exc, (*http_errors, ConnectionError)) and not isinstance(exc, InferenceServerException)
         )
         if connection_failed:
             mixup = None if self.settings.ssl else self._wrong_protocol()
             if mixup:
                 return WrongProtocolError(f"{what}: {mixup}")
-            if status or isinstance(exc, (aiohttp.ClientConnectionError, ConnectionError)):
+            if status or isinstance(exc, (*http_connection_errors, ConnectionError)):
                 return ServerUnreachableError(f"{unreachable}\n  ({message})")
             return InferenceError(f"{what}: HTTP client error talking to {where}: {exc}")
         if isinstance(exc, InferenceServerException):
