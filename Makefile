@@ -148,9 +148,11 @@ bytecode: venv
 
 # Tests wait on servers, sockets and timeouts more than they compute: PYTEST_WORKERS processes (pytest-xdist)
 # keep 2 cores busy. --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
+# --no-loadscope-reorder: files go out in collection order, the longest first (tests/conftest.py); xdist's own
+# order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
 PYTEST_WORKERS ?= 3
 pytest: test-venv test-tools edge-native bytecode
-	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile
+	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The tests marked numeric (floats through BLAS, ONNX Runtime, Pillow, training) once more with one BLAS thread
 # instead of one per core: the BLAS then orders its sums otherwise, and a test that held only for one order
@@ -166,7 +168,7 @@ test test-setup check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_C
 # is CPU-bound, so one worker per core (67 s in one process).
 CHECK_WORKERS ?= 2
 check: lint test-venv bytecode
-	$(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadfile tests/unit
+	$(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadfile --no-loadscope-reorder tests/unit
 
 # After the build and the harness, pytest; beside it, from the start, the compose test where a Docker daemon
 # answers (.ci/run provisions one; elsewhere it says why not), then the numeric tests once more with one BLAS

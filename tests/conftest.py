@@ -146,8 +146,9 @@ def triton_server(tmp_path_factory):
 
 MARKED_FOLDERS = ("unit", "library", "server")
 # The files that take longest (their tests' wall time on the 2-core machine, 2026-11-25), collected first:
-# make test's workers (pytest-xdist, --dist loadfile) take files in collection order, and these, last in
-# alphabetical order, used to start when the other workers had nothing left to do.
+# make test's workers (pytest-xdist, --dist loadfile --no-loadscope-reorder) take files in collection order,
+# and these, last in alphabetical order (or, in xdist's own order, for having few tests), used to start when
+# the other workers had nothing left to do.
 LONGEST_FIRST = (
     "tests/server/test_perf.py",  # 112 s
     "tests/server/test_serving_hardening.py",  # 97 s (a killing request resent for a minute)
