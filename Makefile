@@ -147,7 +147,8 @@ bytecode: venv
 	@$(PY) -m compileall -q $(PY_SOURCES) >/dev/null
 
 # Tests wait on servers, sockets and timeouts more than they compute: PYTEST_WORKERS processes (pytest-xdist)
-# keep 2 cores busy (4: pytest 305 -> 270 s from a fresh clone, 2026-11-26, the paced load tests waiting more). --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
+# keep 2 cores busy: 4 since the load tests were paced (fresh clone, 2026-11-26: pytest 270 and 306 s in two
+# runs, against 305 and 310 s with 3). --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
 # --no-loadscope-reorder: files go out in collection order, the longest first (tests/conftest.py); xdist's own
 # order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
 PYTEST_WORKERS ?= 4
