@@ -147,11 +147,12 @@ bytecode: venv
 	@$(PY) -m compileall -q $(PY_SOURCES) >/dev/null
 
 # Tests wait on servers, sockets and timeouts more than they compute: PYTEST_WORKERS processes (pytest-xdist)
-# keep 2 cores busy: 4 since the load tests were paced (fresh clone, 2026-11-26: pytest 270 and 306 s in two
-# runs, against 305 and 310 s with 3). --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
+# keep 2 cores busy. 4 workers were within the machine's noise (fresh clone, 2026-11-26: pytest 270 and 306 s,
+# against 305 and 310 s with 3), and in their third run a tritonserver start aborted in the Python backend
+# (boost::interprocess::lock_exception, upstream server #8882) under the heavier contention: 3 it stays. --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
 # --no-loadscope-reorder: files go out in collection order, the longest first (tests/conftest.py); xdist's own
 # order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 3
 pytest: test-venv test-tools edge-native bytecode
 	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
