@@ -149,7 +149,8 @@ bytecode: venv
 # Tests wait on servers, sockets and timeouts more than they compute: PYTEST_WORKERS processes (pytest-xdist)
 # keep 2 cores busy. 4 workers were within the machine's noise (fresh clone, 2026-11-26: pytest 270 and 306 s,
 # against 305 and 310 s with 3), and in their third run a tritonserver start aborted in the Python backend
-# (boost::interprocess::lock_exception, upstream server #8882) under the heavier contention: 3 it stays. --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
+# (boost::interprocess::lock_exception, upstream server #8882) under the heavier contention: 3 it stays.
+# --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
 # --no-loadscope-reorder: files go out in collection order, the longest first (tests/conftest.py); xdist's own
 # order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
 PYTEST_WORKERS ?= 3
@@ -172,11 +173,6 @@ CHECK_WORKERS ?= 2
 check: lint test-venv bytecode
 	$(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadfile --no-loadscope-reorder tests/unit
 
-# After the build and the harness, pytest; beside it, from the start, the compose test where a Docker daemon
-# answers (.ci/run provisions one; elsewhere it says why not), then the numeric tests once more with one BLAS
-# thread. The compose test waits on containers, health checks and a load test's clock most of its time, and
-# both end well before pytest on 2 cores; their output goes to build/beside-pytest.log and is printed after
-# pytest's. The status is the first failure's.
 # make test's set-up: the venv with every extra first (the plugin builds import Triton and PyYAML from it), then
 # side by side the two header sets' builds and their harness runs, checkov's venv and the compose test's
 # wheelhouse and images (downloads) and the edge's gRPC front: twice as many jobs as cores, so that the builds
@@ -186,6 +182,11 @@ test-setup: lint test-venv bytecode
 	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native compose-prepare \
 	  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)"
 
+# After the build and the harness, pytest; beside it, from the start, the compose test where a Docker daemon
+# answers (.ci/run provisions one; elsewhere it says why not), then the numeric tests once more with one BLAS
+# thread. The compose test waits on containers, health checks and a load test's clock most of its time; the
+# two end about when pytest does on 2 cores. Their output goes to build/beside-pytest.log and is printed after
+# pytest's. The status is the first failure's.
 test: test-setup
 	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
 	if ! command -v docker >/dev/null 2>&1; then compose=; \
