@@ -45,6 +45,9 @@ RULES = MONITORING / "rules.yml"
 DASHBOARD = MONITORING / "triton-dashboard.json"
 SCRAPE_JOB = "triton"  # the job name rules.yml's `up{job="triton"}` expects
 LOAD_S = 25  # long enough for [1m] rates to have many samples at a 1 s scrape interval
+# A round of requests per client every 50 ms: the rules and panels need rates, not capacity (flat out, the two
+# clients kept a core busy for the whole file).
+LOAD_PERIOD_S = 0.05
 # GPU metrics of Triton 2.51 (docs/user_guide/metrics.md, "GPU Metrics"); the CPU server exports none.
 GPU_METRICS = {
     "nv_gpu_utilization",
@@ -143,7 +146,8 @@ class Prometheus:
 
 
 def send_load(server: TritonServer, stop: threading.Event, errors: list[str]) -> None:
-    """Every model gets requests; every fifth pipeline request is not a picture (a BACKEND failure)."""
+    """Every model gets requests, a round every LOAD_PERIOD_S; every fifth pipeline request is not a picture
+    (a BACKEND failure)."""
     import tritonclient.grpc as grpcclient  # noqa: PLC0415
     import tritonclient.http as httpclient  # noqa: PLC0415
 
@@ -157,7 +161,7 @@ def send_load(server: TritonServer, stop: threading.Event, errors: list[str]) ->
     vector.set_data_from_numpy(vectors)
     png = (REPO_ROOT / "samples" / "digits" / "3.png").read_bytes()
     count = 0
-    while not stop.is_set():
+    while not stop.wait(LOAD_PERIOD_S if count else 0):
         count += 1
         try:
             http.infer(MNIST, [image])
