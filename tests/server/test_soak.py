@@ -44,7 +44,7 @@ def test_one_minute_soak_has_no_failed_good_request_and_refuses_every_bad_one(tr
         "4",
         # Paced: the checks below need hundreds of requests, not the cores the rest of the suite runs on.
         "--rate",
-        "100",
+        "50",
         "--bad-share",
         "0.2",
         "--sample-interval",
