@@ -255,7 +255,7 @@ loadtest: venv
 
 # NVIDIA's perf_analyzer against the running server (make serve): every model, both protocols, a concurrency
 # sweep, reports/perf-<time>/report.md. Native where glibc >= 2.38 (the wheel of the extra perf), else from a
-# Debian 13 root made once into build/perf-analyzer/ (root and debootstrap), else the image below (Docker).
+# Debian 13 root made once into build/perf-analyzer/ (root and mmdebstrap or debootstrap), else the image below (Docker).
 perf: venv
 	@if [ ! -x $(VENV)/bin/perf_analyzer ] && $(PY) -c 'import sys; from loadtests.perf import tool; \
 	  sys.exit(tool.glibc_version() < tool.MIN_GLIBC)'; then $(UV_INSTALL) $(PY) -e '.[perf]'; fi

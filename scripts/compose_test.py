@@ -5,7 +5,7 @@
 
 Steps, each timed, all within --budget seconds:
   1. base image: $PYTHON_IMAGE, else python:3.11-slim when present or pullable, else a Debian image made once
-     with debootstrap (trt-plugin-kit/python:3.11-bookworm) and reused
+     with mmdebstrap or debootstrap (trt-plugin-kit/python:3.11-bookworm) and reused
   2. wheelhouse: docker/wheelhouse/, `pip wheel` of the project's requirements at the versions of .venv;
      reused while requirements and versions are unchanged
   3. build the images with no network at all (wheels only)
@@ -42,7 +42,7 @@ import tomllib
 
 from loadtests import report
 from loadtests.studies.failover import REPLICAS, FailoverFailed, run_failover
-from trt_plugin_kit.deploy import compose
+from trt_plugin_kit.deploy import compose, debian_root
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
 from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES, free_port
@@ -161,32 +161,18 @@ def python_version_in(runner: Runner, image: str) -> str:
 
 def build_local_python_image(runner: Runner) -> None:
     """Debian's python3 (and its libpython) as a base image, from Debian's own packages: no registry."""
-    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+    if os.geteuid() != 0 or debian_root.tool() is None:
         raise CheckFailed(
             f"{PUBLIC_PYTHON_IMAGE} cannot be pulled and {LOCAL_PYTHON_IMAGE} cannot be made here: that "
-            "needs root and debootstrap (apt-get install debootstrap; .ci/run does). Or set PYTHON_IMAGE to "
+            f"needs root and mmdebstrap or debootstrap ({debian_root.INSTALL_HINT}). Or set PYTHON_IMAGE to "
             "a local image with python3.11 and its venv module."
         )
-    mirror = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
     root = Path(tempfile.mkdtemp(prefix="compose-test-rootfs-", dir=REPO_ROOT / "build"))
     try:
-        print(f"debootstrap {DEBIAN_SUITE} ({DEBIAN_PACKAGES}) from {mirror}, a few minutes ...", flush=True)
-        runner.run(
-            [
-                "debootstrap",
-                "--variant=minbase",
-                f"--include={DEBIAN_PACKAGES}",
-                DEBIAN_SUITE,
-                str(root),
-                mirror,
-            ],
-            log=runner.run_dir / "debootstrap.log",
-            timeout=900,
-        )
-        for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
-            for entry in (root / cache).glob("*"):
-                if entry.is_file():
-                    entry.unlink()
+        command = debian_root.command(DEBIAN_SUITE, DEBIAN_PACKAGES, root)
+        print(f"{command[0]} {DEBIAN_SUITE} ({DEBIAN_PACKAGES}) from {command[-1]}, a minute ...", flush=True)
+        runner.run(command, log=runner.run_dir / "debootstrap.log", timeout=900)
+        debian_root.clear_apt_caches(root)
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         runner.run(
             ["docker", "import", "--change", 'CMD ["python3"]', "-", LOCAL_PYTHON_IMAGE],
@@ -195,7 +181,7 @@ def build_local_python_image(runner: Runner) -> None:
             timeout=300,
         )
         if tar.wait() != 0:
-            raise CheckFailed("tar of the debootstrap tree failed")
+            raise CheckFailed(f"tar of the {command[0]} tree failed")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

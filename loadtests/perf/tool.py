@@ -6,9 +6,10 @@ glibc 2.38 or newer). Three ways to run it, tried in this order by `how="auto"`:
   native  the binary of `pip install 'trt-plugin-kit[perf]'` (this venv's bin/ or PATH) on a host whose glibc
           is 2.38 or newer (Debian 13, Ubuntu 24.04, ...)
   chroot  older hosts (Debian 12: glibc 2.36), as root: the binary inside a Debian 13 root made once with
-          debootstrap and kept in build/perf-analyzer/ (the second run starts at once), entered with
-          `unshare --mount` + `chroot`. No daemon, no image: the process shares the host's network (the
-          server's loopback ports) and /dev/shm (system shared memory), and the mounts vanish with it.
+          mmdebstrap or debootstrap and kept in build/perf-analyzer/ (the second run starts at once),
+          entered with `unshare --mount` + `chroot`. No daemon, no image: the process shares the host's
+          network (the server's loopback ports) and /dev/shm (system shared memory), and the mounts vanish
+          with it.
   docker  where root is not available but a Docker daemon is: the same root imported as an image (make
           perf-image, also the compose service's image), run with host networking and the host's IPC.
 
@@ -29,6 +30,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from trt_plugin_kit.deploy import debian_root
 from trt_plugin_kit.interface import BUILD_DIR, REPO_ROOT
 
 PERF_ANALYZER_VERSION = "2.60.0"
@@ -39,7 +41,7 @@ WHEELHOUSE = REPO_ROOT / "docker" / "wheelhouse"
 DEBIAN_SUITE = "trixie"
 # What the binary links (libssl, libcrypto, zlib, libstdc++), and Debian's Python with what the data generator
 # imports, for the compose service that runs the whole of `python -m loadtests.perf` inside. No matplotlib (it
-# pulls SciPy: minutes more of debootstrap): the service's report says how to draw its plot on the host.
+# pulls SciPy: minutes more of the root's making): the service's report says how to draw its plot on the host.
 DEBIAN_PACKAGES = "ca-certificates,libssl3t64,zlib1g,libstdc++6,python3,python3-numpy,python3-pil"
 ROOT_DIR = BUILD_DIR / "perf-analyzer" / f"{DEBIAN_SUITE}-{PERF_ANALYZER_VERSION}"
 ROOT_STAMP = ".trt-plugin-kit-perf-root"  # written last: a root without it is half made and made again
@@ -133,12 +135,12 @@ def make_root(root: Path = ROOT_DIR) -> Path:
     new wheels go into an existing root of the same packages without a second debootstrap."""
     if root_ready(root):
         return root
-    if os.geteuid() != 0 or shutil.which("debootstrap") is None:
+    if os.geteuid() != 0 or debian_root.tool() is None:
         raise ToolUnavailable(
             f"perf_analyzer {PERF_ANALYZER_VERSION} needs glibc >= {MIN_GLIBC[0]}.{MIN_GLIBC[1]} (this host: "
-            f"{'.'.join(map(str, glibc_version()))}); its Debian 13 root ({root}) is made with debootstrap "
-            "as root (apt-get install debootstrap). Or install it natively on a newer host (pip install "
-            "'.[perf]'), or give a Docker daemon the image (make perf-image where root is)."
+            f"{'.'.join(map(str, glibc_version()))}); its Debian 13 root ({root}) is made with mmdebstrap or "
+            f"debootstrap as root ({debian_root.INSTALL_HINT}). Or install it natively on a newer host "
+            "(pip install '.[perf]'), or give a Docker daemon the image (make perf-image where root is)."
         )
     wheels = [wheel_path(wheel) for wheel in WHEELS]
     if _stamp_lines(root)[:1] != expected_stamp()[:1]:
@@ -155,21 +157,15 @@ def debootstrap(root: Path) -> None:
     shutil.rmtree(root, ignore_errors=True)
     root.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{root.name}-", dir=root.parent))
-    mirror = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    command = debian_root.command(DEBIAN_SUITE, DEBIAN_PACKAGES, scratch)
     log = root.parent / "debootstrap.log"
-    print(
-        f"perf-analyzer: debootstrap {DEBIAN_SUITE} into {root} (once, a few minutes; log {log})", flush=True
-    )
-    command = ["debootstrap", "--variant=minbase", f"--include={DEBIAN_PACKAGES}", DEBIAN_SUITE, str(scratch)]
+    print(f"perf-analyzer: {command[0]} {DEBIAN_SUITE} into {root} (once, a minute; log {log})", flush=True)
     with log.open("w") as handle:
-        done = subprocess.run([*command, mirror], stdout=handle, stderr=subprocess.STDOUT, check=False)
+        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, check=False)
     if done.returncode != 0:
         shutil.rmtree(scratch, ignore_errors=True)
-        raise ToolUnavailable(f"debootstrap {DEBIAN_SUITE} failed (exit {done.returncode}); see {log}")
-    for cache in ("var/cache/apt/archives", "var/lib/apt/lists"):
-        for entry in (scratch / cache).glob("*"):
-            if entry.is_file():
-                entry.unlink()
+        raise ToolUnavailable(f"{command[0]} {DEBIAN_SUITE} failed (exit {done.returncode}); see {log}")
+    debian_root.clear_apt_caches(scratch)
     (scratch / ROOT_STAMP).write_text(expected_stamp()[0] + "\n")  # the packages; wheels come next
     scratch.rename(root)
 
@@ -278,9 +274,7 @@ def find(how: str = "auto") -> PerfAnalyzer:
                 f"no native perf_analyzer: it needs glibc >= {MIN_GLIBC[0]}.{MIN_GLIBC[1]} (here "
                 f"{'.'.join(map(str, glibc_version()))}) and `pip install '.[perf]'`"
             )
-    if how == "chroot" or (
-        how == "auto" and os.geteuid() == 0 and (root_ready() or shutil.which("debootstrap"))
-    ):
+    if how == "chroot" or (how == "auto" and os.geteuid() == 0 and (root_ready() or debian_root.tool())):
         if os.geteuid() != 0:
             raise ToolUnavailable("the chroot way needs root (unshare --mount, chroot)")
         return PerfAnalyzer("chroot", root=make_root())
@@ -292,6 +286,6 @@ def find(how: str = "auto") -> PerfAnalyzer:
     raise ToolUnavailable(
         f"perf_analyzer {PERF_ANALYZER_VERSION} cannot run here: it needs glibc >= "
         f"{MIN_GLIBC[0]}.{MIN_GLIBC[1]} (this host: {'.'.join(map(str, glibc_version()))}) for a native "
-        "install (pip install '.[perf]'), else root with debootstrap (its Debian 13 root, run by chroot), "
-        "else a Docker daemon with its image (make perf-image, as root)."
+        "install (pip install '.[perf]'), else root with mmdebstrap or debootstrap (its Debian 13 root, run "
+        "by chroot), else a Docker daemon with its image (make perf-image, as root)."
     )

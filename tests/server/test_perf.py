@@ -1,10 +1,10 @@
 """`make perf` for real: NVIDIA's perf_analyzer (natively, or from its Debian 13 root) against the CPU
 tritonserver of the `triton_server` fixture, a tiny sweep over every model and both protocols, then system
-shared memory with the fixture's admin key. The first run on a machine makes the Debian 13 root (debootstrap,
+shared memory with the fixture's admin key. The first run on a machine makes the Debian 13 root (mmdebstrap,
 a few minutes; build/perf-analyzer/ keeps it), later runs take about a minute.
 
-Skips only where perf_analyzer cannot run at all: glibc older than 2.38 and neither root (debootstrap,
-unshare) nor a Docker daemon. CI is root with debootstrap.
+Skips only where perf_analyzer cannot run at all: glibc older than 2.38 and neither root (mmdebstrap
+or debootstrap, unshare) nor a Docker daemon. CI is root with mmdebstrap.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ import pytest
 
 from loadtests.perf import tool
 from loadtests.perf.data import PERF_MODELS
+from trt_plugin_kit.deploy import debian_root
 from trt_plugin_kit.interface import PROTOCOLS, REPO_ROOT
 from trt_plugin_kit.serving.server import free_port
 
-TIMEOUT_S = 1200  # the first run debootstraps the root
+TIMEOUT_S = 1200  # the first run makes the Debian 13 root
 # Windows of half a second, any spread accepted (perf_analyzer's stability check): on a shared 2-core machine
 # the tests check that every run measures without an error, not that the numbers hold still.
 TINY = "--measurement-ms 500 --stability-percent 1000"
@@ -32,13 +33,13 @@ TINY = "--measurement-ms 500 --stability-percent 1000"
 def why_perf_analyzer_cannot_run() -> str | None:
     if tool.native_binary() or tool.glibc_version() >= tool.MIN_GLIBC:
         return None  # make perf installs the wheel of the extra perf where glibc is new enough
-    if os.geteuid() == 0 and shutil.which("unshare") and (tool.root_ready() or shutil.which("debootstrap")):
+    if os.geteuid() == 0 and shutil.which("unshare") and (tool.root_ready() or debian_root.tool()):
         return None
     if tool.docker_answers() and tool.image_present():
         return None
     return (
         f"perf_analyzer needs glibc >= 2.38 (here {'.'.join(map(str, tool.glibc_version()))}), else root "
-        "with debootstrap and unshare, else a Docker daemon with its image (make perf-image)"
+        "with mmdebstrap or debootstrap and unshare, else a Docker daemon with its image (make perf-image)"
     )
 
 

@@ -1,3 +1,3 @@
 """Deployments beyond one host: the Kubernetes manifests' generator
-(``python -m trt_plugin_kit.deploy.kubernetes``) and the balancer and replica slots of the compose failover
-scenario."""
+(``python -m trt_plugin_kit.deploy.kubernetes``), the balancer and replica slots of the compose failover
+scenario, and the Debian roots made where no image registry can be reached (``debian_root``)."""
