@@ -233,8 +233,8 @@ def test_fp16_variants(validation, fp32_models):
     native_out = ort_run(native, {"image": images})[0]
     assert plugin_out.dtype == np.float32
     assert np.mean(plugin_out.argmax(axis=1) == labels) >= 0.98
-    # float16 rounds at 2^-11 relative (~5e-4): measured max |diff| 2.1e-3, five times below 1e-2; the smallest
-    # FP16 top-1/top-2 gap is 0.10, so predictions agree (99.5 % leaves 5 digits to another CPU).
+    # float16 rounds at 2^-11 relative (~5e-4): measured max |diff| 2.1e-3, five times below 1e-2; the
+    # smallest FP16 top-1/top-2 gap is 0.10, so predictions agree (99.5 % leaves 5 digits to another CPU).
     assert np.mean(plugin_out.argmax(axis=1) == native_out.argmax(axis=1)) >= 0.995
     np.testing.assert_allclose(plugin_out, native_out, atol=1e-2)
     vectors = np.random.default_rng(0).normal(size=(4, 300)).astype(np.float32)
