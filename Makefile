@@ -178,32 +178,33 @@ check: lint test-venv bytecode
 	$(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadfile --no-loadscope-reorder tests/unit
 
 # make test's set-up: the venv with every extra first (the plugin builds import Triton and PyYAML from it), then
-# side by side the two header sets' builds and their harness runs, checkov's venv and the compose test's
-# wheelhouse and images (downloads) and the edge's gRPC front: twice as many jobs as cores, so that the builds
-# run while the downloads wait on the network.
+# side by side the two header sets' builds and their harness runs, checkov's venv and the edge's gRPC front:
+# twice as many jobs as cores, so that the builds run while the downloads wait on the network.
 # The sub-make gets the architectures this target chose (target variables do not cross).
 test-setup: lint test-venv bytecode
-	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native compose-prepare \
+	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native \
 	  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)"
 
-# After the build and the harness, pytest; beside it, from the start, the compose test where a Docker daemon
-# answers (.ci/run provisions one; elsewhere it says why not), then the numeric tests once more with one BLAS
-# thread. The compose test waits on containers, health checks and a load test's clock most of its time; the
-# two end about when pytest does on 2 cores. Their output goes to build/beside-pytest.log and is printed after
-# pytest's. The status is the first failure's.
-test: test-setup
+# Once the venv is made: beside the set-up and then pytest, the compose test where a Docker daemon answers
+# (.ci/run provisions one; elsewhere it says why not) - its own set-up first (base image, wheelhouse, images:
+# mostly downloads), then containers, health checks and a load test's clock - then the numeric tests once more
+# with one BLAS thread. Started with the builds, it never holds pytest back (as a set-up step, its downloads
+# were the last to end, 35 s after the builds); the two chains end about together on 2 cores. Its output goes
+# to build/beside-pytest.log and is printed after pytest's. The status is the first failure's.
+test: lint test-venv bytecode
 	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
 	if ! command -v docker >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no docker command (apt-get install docker.io; bash .ci/run does)"; \
 	elif ! docker info >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
 	fi; \
-	echo "== beside pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
+	echo "== beside the build and pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
 	( side=0; \
 	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-test || side=$$?; fi; \
 	  $(MAKE) --no-print-directory numeric-threads || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
 	  exit $$side ) > $(BUILD_DIR)/beside-pytest.log 2>&1 & beside=$$!; \
-	$(MAKE) --no-print-directory pytest || status=$$?; \
+	$(MAKE) --no-print-directory test-setup CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" || status=$$?; \
+	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory pytest || status=$$?; fi; \
 	beside_status=0; wait $$beside || beside_status=$$?; \
 	echo "== beside pytest ($(BUILD_DIR)/beside-pytest.log)"; cat $(BUILD_DIR)/beside-pytest.log; \
 	if [ $$status -eq 0 ]; then status=$$beside_status; fi; \
@@ -215,8 +216,9 @@ test: test-setup
 compose-test: venv
 	$(PY) scripts/compose_test.py $(COMPOSE_TEST_ARGS)
 
-# The compose test's set-up alone (base image, wheelhouse, images), which it then reuses; in make test's set-up,
-# beside the builds. Where no Docker daemon answers, nothing; a failure here is the compose test's to report.
+# The compose test's set-up alone (base image, wheelhouse, images), which it then reuses (make test runs the
+# compose test, set-up included, beside its builds). Where no Docker daemon answers, nothing; a failure here
+# is the compose test's to report.
 compose-prepare: test-venv
 	@if docker info >/dev/null 2>&1; then mkdir -p $(BUILD_DIR); \
 	  $(PY) scripts/compose_test.py --prepare-only > $(BUILD_DIR)/compose-prepare.log 2>&1 \
