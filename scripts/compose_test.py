@@ -171,7 +171,7 @@ def build_local_python_image(runner: Runner) -> None:
     try:
         command = debian_root.command(DEBIAN_SUITE, DEBIAN_PACKAGES, root)
         print(f"{command[0]} {DEBIAN_SUITE} ({DEBIAN_PACKAGES}) from {command[-1]}, a minute ...", flush=True)
-        runner.run(command, log=runner.run_dir / "debootstrap.log", timeout=900)
+        runner.run(command, log=runner.run_dir / "debian-root.log", timeout=900)
         debian_root.clear_apt_caches(root)
         tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
         runner.run(

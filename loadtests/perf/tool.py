@@ -158,7 +158,7 @@ def debootstrap(root: Path) -> None:
     root.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f"{root.name}-", dir=root.parent))
     command = debian_root.command(DEBIAN_SUITE, DEBIAN_PACKAGES, scratch)
-    log = root.parent / "debootstrap.log"
+    log = root.parent / "debian-root.log"
     print(f"perf-analyzer: {command[0]} {DEBIAN_SUITE} into {root} (once, a minute; log {log})", flush=True)
     with log.open("w") as handle:
         done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, check=False)

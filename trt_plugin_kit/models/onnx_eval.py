@@ -65,7 +65,8 @@ _OLD_OPSET_OPS = (
 class _ConvFp32Accumulation(_ReferenceConv):
     """ONNX's Conv, with FP16 tensors computed in FP32 and rounded to FP16 once, as TensorRT's FP16
     convolutions accumulate in FP32. ONNX's own runs NumPy's FP16 matmul, which has no BLAS: a scalar loop
-    rounding after every addition, 9 s for the validation set's first convolution (now 0.1 s)."""
+    rounding after every addition (LeNet's two convolutions over the 1,000 validation digits: 7.9 s, now
+    well under 1 s)."""
 
     op_domain = ""
 
