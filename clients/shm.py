@@ -12,8 +12,11 @@ machine. Where those are missing the run stops before sending anything, with a m
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +32,9 @@ from clients.errors import (
     SharedMemoryError,
 )
 from clients.triton import TritonClient
+from trt_plugin_kit.triton.protocol import REGION_RELEASE_WAIT_S, REGION_RETRY_S, region_in_use
+
+log = logging.getLogger("clients")
 
 SHARED_MEMORY_KINDS = ("none", "system", "cuda")
 
@@ -151,15 +157,13 @@ class SharedMemoryPool:
         return np.array(module.get_contents_as_numpy(region.handle, dtype, list(shape)), copy=True)
 
     async def close(self) -> None:
-        """Unregisters from the server (best effort: it may be gone) and frees every local region."""
+        """Unregisters from the server (best effort: it may be gone) and frees every local region.
+
+        A region that a request still holds on the server (one this run gave up on, or one whose release
+        trails its answer) is asked for again until that request is done, for up to REGION_RELEASE_WAIT_S."""
+        deadline = time.monotonic() + REGION_RELEASE_WAIT_S
         for name in self._registered:
-            try:
-                if self.kind == "system":
-                    await self.client.unregister_system_shared_memory(name)
-                else:
-                    await self.client.unregister_cuda_shared_memory(name)
-            except ClientError:
-                pass  # server down or already forgot it: nothing left to undo on its side
+            await self._unregister(name, deadline)
         self._registered.clear()
         module = system_shm if self.kind == "system" else self._cuda
         for region in self._regions.values():
@@ -168,3 +172,23 @@ class SharedMemoryPool:
             except Exception:  # noqa: BLE001 - freeing must go on for the other regions
                 pass
         self._regions.clear()
+
+    async def _unregister(self, name: str, deadline: float) -> None:
+        while True:
+            try:
+                if self.kind == "system":
+                    await self.client.unregister_system_shared_memory(name)
+                else:
+                    await self.client.unregister_cuda_shared_memory(name)
+                return
+            except ClientError as exc:
+                if not region_in_use(exc):
+                    return  # server down or already forgot it: nothing left to undo on its side
+                if time.monotonic() >= deadline:
+                    log.warning(
+                        "%s shared memory region '%s' is still in use on the server after %g s: left "
+                        "registered (unregister it once its request is done)",
+                        self.kind, name, REGION_RELEASE_WAIT_S,
+                    )  # fmt: skip
+                    return
+            await asyncio.sleep(REGION_RETRY_S)

@@ -18,6 +18,7 @@ from pathlib import Path
 from loadtests.perf.tool import PerfAnalyzer
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER, L2NORM, MNIST, MNIST_PIPELINE
 from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.triton.protocol import REGION_RELEASE_WAIT_S, REGION_RETRY_S, client_module, region_in_use
 
 # Samples per request, as the load test sends them (its --batch-size, --l2norm-batch; the pipeline takes one).
 BATCH_SIZES = {MNIST: 8, MNIST_PIPELINE: 1, L2NORM: 4}
@@ -153,8 +154,18 @@ def measure(
         )
     except subprocess.TimeoutExpired:
         row.error = f"perf_analyzer did not finish within {settings.timeout_s:.0f} s"
+        done = None
+    if done is not None:
+        log.write_text(f"$ {' '.join(command)}\n{done.stdout}\n{done.stderr}")
+    if settings.shared_memory == "system":
+        try:
+            if left := release_regions(model, location, settings):
+                with log.open("a") as handle:
+                    handle.write(f"\nstill registered after the run, unregistered by make perf: {left}\n")
+        except Exception as error:  # noqa: BLE001 - the server went away, or a region is held for good
+            row.error = row.error or f"after the run: {error}"
+    if done is None or row.error:
         return row
-    log.write_text(f"$ {' '.join(command)}\n{done.stdout}\n{done.stderr}")
     if done.returncode != 0 or not csv_file.is_file():
         row.error = f"exit {done.returncode}: {last_error(done.stdout + done.stderr)}"
         return row
@@ -170,6 +181,44 @@ def measure(
         flush=True,
     )
     return row
+
+
+def perf_region_names(metadata: dict) -> re.Pattern:
+    """The names perf_analyzer gives a model's system shared memory regions: each output its name, each input
+    `NAME_STREAM_STEP` (slashes dropped, as perf_analyzer does)."""
+    inputs = [re.escape(t["name"].replace("/", "").replace("\\", "")) for t in metadata.get("inputs", [])]
+    outputs = [re.escape(t["name"].replace("/", "").replace("\\", "")) for t in metadata.get("outputs", [])]
+    alternatives = [rf"(?:{'|'.join(inputs)})_\d+_\d+"] if inputs else []
+    return re.compile("|".join(alternatives + outputs) or r"(?!)")
+
+
+def release_regions(model: str, location: ServerLocation, settings: SweepSettings) -> list[str]:
+    """perf_analyzer's regions of `model` still registered after its run, unregistered; returns their names.
+
+    perf_analyzer unregisters every region as it ends, but Triton refuses a region that a request still holds
+    ("... it is currently in use"): the release of the last requests can trail their answers, and on a busy
+    machine a run's regions stayed registered on the server for good. Asked again shortly after, Triton
+    unregisters them. Raises RuntimeError if one is still held after REGION_RELEASE_WAIT_S."""
+    module = client_module("http")
+    headers = {ADMIN_HEADER: settings.admin_key} if settings.admin_key else None
+    client = module.InferenceServerClient(location.address("http"), connection_timeout=10, network_timeout=10)
+    try:
+        names = perf_region_names(client.get_model_metadata(model))
+        status = client.get_system_shared_memory_status(headers=headers)
+        left = [region["name"] for region in status if names.fullmatch(region["name"])]
+        deadline = time.monotonic() + REGION_RELEASE_WAIT_S
+        for name in left:
+            while True:
+                try:
+                    client.unregister_system_shared_memory(name, headers=headers)
+                    break
+                except Exception as error:  # noqa: BLE001 - InferenceServerException, or any transport error
+                    if not region_in_use(error) or time.monotonic() >= deadline:
+                        raise RuntimeError(f"region '{name}' left registered: {error}") from None
+                time.sleep(REGION_RETRY_S)
+        return left
+    finally:
+        client.close()
 
 
 def sweep(

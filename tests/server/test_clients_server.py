@@ -14,11 +14,14 @@ import io
 import json
 import os
 import re
+import secrets
+import shutil
 import socket
 import struct
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,22 +29,26 @@ import onnxruntime as ort
 import pytest
 import tritonclient.http as httpclient
 from PIL import Image
+from tritonclient.utils import shared_memory as system_shm
 
 from clients.errors import (
     EXIT_ACCESS_DENIED,
     EXIT_BAD_INPUT,
     EXIT_FAILED,
     EXIT_MODEL_UNAVAILABLE,
+    EXIT_TIMEOUT,
     EXIT_UNREACHABLE,
     EXIT_USAGE,
     EXIT_WRONG_MODEL,
 )
 from clients.inputs import read_image
-from trt_plugin_kit.interface import REPO_ROOT
+from loadtests.perf.sweep import SweepSettings, release_regions
+from trt_plugin_kit.interface import MODEL_REPOSITORY, REPO_ROOT
 from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import preprocess as serving_preprocess
-from trt_plugin_kit.serving.server import ADMIN_HEADER
+from trt_plugin_kit.serving.server import ADMIN_HEADER, Ports, TritonServer
 from trt_plugin_kit.specs.reference import l2_normalize
+from trt_plugin_kit.triton.options import ServerLocation
 
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"
 PROTOCOLS = ("grpc", "http")
@@ -408,6 +415,86 @@ def test_l2norm_file_to_file(triton_server, protocol, shared_memory, tmp_path):
     # The server runs this same float64 reference (no BLAS): equal but for float64's last bits, far below.
     np.testing.assert_allclose(normalized, l2_normalize(vectors), rtol=1e-6, atol=1e-7)
     assert not normalized[5].any()
+
+
+def test_shared_memory_held_by_a_request_given_up_on_is_still_unregistered(tmp_path):
+    """Triton refuses to unregister a region that a request still holds ("... it is currently in use."): a
+    client that gave up on a request must ask again once the request is done, not leave its regions
+    registered. Here l2norm's batcher holds every request 2.5 s (it waits for a batch of 64) and the client
+    gives up after 1 s. (A stopped stub would hold it too, but tritonserver 2.51 aborts on one.)"""
+    repository = tmp_path / "repo" / "model_repository"
+    shutil.copytree(MODEL_REPOSITORY, repository, ignore=shutil.ignore_patterns("__pycache__", "*.plan"))
+    (tmp_path / "repo" / "models").symlink_to(REPO_ROOT / "models")  # the CPU mnist's ONNX file
+    config = repository / "l2norm" / "configs" / "cpu.pbtxt"
+    text = config.read_text()
+    held = {
+        "preferred_batch_size: [ 16, 32, 64 ]": "preferred_batch_size: [ 64 ]",
+        "max_queue_delay_microseconds: 500": "max_queue_delay_microseconds: 2500000",
+    }
+    for old, new in held.items():
+        assert old in text
+        text = text.replace(old, new)
+    config.write_text(text)
+    np.save(tmp_path / "in.npy", np.ones((1, 8), np.float32))
+    server = TritonServer(
+        variant="cpu", ports=Ports.free("127.0.0.1"), host="127.0.0.1", model_repository=repository,
+        log_file=tmp_path / "tritonserver.log", exit_timeout_s=3, admin_key=secrets.token_hex(32),
+    )  # fmt: skip
+    with server:
+        for protocol in PROTOCOLS:
+            args = ["l2norm", str(tmp_path / "in.npy"), "--shared-memory", "system", "--timeout", "1"]
+            result = clients(server, protocol, *args, *admin(server))
+            assert result.returncode == EXIT_TIMEOUT, result.stderr
+            assert "still in use" not in result.stderr  # released within the client's wait: no warning
+            assert _registered_regions(server) == [] and _leftover_client_regions() == []
+        # make perf's clean-up after perf_analyzer: its regions (named after the model's tensors) that a
+        # request still holds are unregistered once the request is done; another client's region stays.
+        _perf_regions_are_released_once_their_request_is_done(server)
+
+
+def _perf_regions_are_released_once_their_request_is_done(server) -> None:
+    vector = np.array([[3, 4, 0, 0, 0, 0, 0, 0]], np.float32)
+    headers = {ADMIN_HEADER: server.admin_key}
+    control = httpclient.InferenceServerClient(server.http_url)
+    handles = {}
+    try:
+        for name in ("vector_0_0", "normalized", "someone_else"):
+            key = f"/test_perf_{os.getpid()}_{name}"
+            handles[name] = system_shm.create_shared_memory_region(name, key, vector.nbytes)
+            control.register_system_shared_memory(name, key, vector.nbytes, headers=headers)
+        system_shm.set_shared_memory_region(handles["vector_0_0"], [vector])
+        answered = []
+
+        def held_request() -> None:  # its own client: tritonclient's HTTP client stays in one thread
+            client = httpclient.InferenceServerClient(server.http_url, network_timeout=30)
+            tensor = httpclient.InferInput("vector", list(vector.shape), "FP32")
+            tensor.set_shared_memory("vector_0_0", vector.nbytes)
+            output = httpclient.InferRequestedOutput("normalized")
+            output.set_shared_memory("normalized", vector.nbytes)
+            answered.append(client.infer("l2norm", [tensor], outputs=[output]))
+            client.close()
+
+        thread = threading.Thread(target=held_request)
+        thread.start()
+        time.sleep(0.5)  # the request is in the batcher, which holds it 2.5 s
+        host, http_port = server.http_url.rsplit(":", 1)
+        location = ServerLocation(host, int(http_port), server.ports.grpc, server.ports.metrics)
+        started = time.monotonic()
+        released = release_regions(
+            "l2norm", location, SweepSettings(shared_memory="system", admin_key=server.admin_key)
+        )
+        waited = time.monotonic() - started
+        thread.join(timeout=30)
+        assert sorted(released) == ["normalized", "vector_0_0"] and answered
+        assert waited > 1.0  # Triton refused them while the request held them: release_regions asked again
+        assert [region["name"] for region in _registered_regions(server)] == ["someone_else"]
+        normalized = system_shm.get_contents_as_numpy(handles["normalized"], np.float32, list(vector.shape))
+        np.testing.assert_allclose(normalized, [[0.6, 0.8, 0, 0, 0, 0, 0, 0]], rtol=1e-6)
+    finally:
+        control.unregister_system_shared_memory(headers=headers)
+        control.close()
+        for handle in handles.values():
+            system_shm.destroy_shared_memory_region(handle)
 
 
 @pytest.mark.parametrize("protocol", PROTOCOLS)

@@ -185,6 +185,21 @@ def wrong_protocol_message(protocol: str, host: str, port: int, *, fixed_ports: 
     )
 
 
+# --------------------------------------------------------------------------------------------- shared memory
+# Triton refuses to unregister a region that a request still holds ("Cannot unregister shared memory region
+# 'x', it is currently in use."): a request its client gave up on, or one whose release on the server trails
+# its answer. Asked again once that request is done, it unregisters; a client that does not ask again leaves
+# the region registered on the server for good.
+REGION_IN_USE = "it is currently in use"
+REGION_RELEASE_WAIT_S = 10.0  # how long a client keeps asking before it leaves a region registered
+REGION_RETRY_S = 0.05
+
+
+def region_in_use(error: BaseException) -> bool:
+    """Whether `error` is Triton's refusal to unregister a region that a request still holds."""
+    return REGION_IN_USE in str(error)
+
+
 # ------------------------------------------------------------------------------------------------- readiness
 class NotReady(Exception):
     """The server did not become ready in time (or cannot: wrong port, exited); the message says why."""
