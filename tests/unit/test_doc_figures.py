@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -371,13 +372,20 @@ def test_quoted_figure_is_what_its_record_holds(claim: Claim):
 
 # ------------------------------------------------------------------------------------ links and names
 
-MARKDOWN = sorted(
-    p
-    for p in ROOT.rglob("*.md")
-    if not any(
-        part.startswith(".") or part in {"node_modules", "build"} for part in p.relative_to(ROOT).parts
-    )
-)
+PRUNED = {"node_modules", "build"}
+
+
+def files_under(top: Path, matches) -> list[Path]:
+    """Files below `top` whose name `matches`. Hidden folders, node_modules and build/ are pruned before the
+    walk enters them: make test makes a Debian root under build/ (its /proc mounted) while pytest runs."""
+    found = []
+    for folder, subfolders, files in os.walk(top):
+        subfolders[:] = [d for d in subfolders if not d.startswith(".") and d not in PRUNED]
+        found += [Path(folder) / name for name in files if matches(name)]
+    return sorted(found)
+
+
+MARKDOWN = files_under(ROOT, lambda name: name.endswith(".md"))
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -422,7 +430,7 @@ def test_record_files_named_in_docs_exist(doc: str):
             if "/" in one:
                 candidates = [folder / one, ROOT / one]
             else:
-                candidates = [*folder.rglob(one), *(ROOT / "records").rglob(one)]
+                candidates = [*files_under(folder, one.__eq__), *(ROOT / "records").rglob(one)]
             if not any(c.exists() for c in candidates):
                 missing.append(one)
     assert not missing, f"{doc} names files that are not committed: {missing}"
