@@ -185,17 +185,12 @@ test-setup: lint test-venv bytecode
 	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native \
 	  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)"
 
-# Once the venv is made, three chains side by side:
-# - the compose test where a Docker daemon answers (.ci/run provisions one; elsewhere it says why not) - its
-#   own set-up first (base image, wheelhouse, images: mostly downloads), then containers, health checks and a
-#   load test's clock - then the numeric tests once more with one BLAS thread (build/beside-pytest.log);
-# - the plugin builds and their harness runs (build/plugin-build.log), at nice 10: they take the CPU that the
-#   tests, waiting on servers and clocks, leave idle (pytest alone keeps 2 cores 55 % busy in its first
-#   two minutes);
-# - checkov's venv and the edge's gRPC front (every server test's gRPC path), then pytest. Only the library
-#   tier needs the plugin builds: its tests wait for the build's exit status (tests/library/conftest.py).
-# Each log is printed after pytest's output. The status is the first failure's.
-PLUGIN_BUILD_STATUS := $(BUILD_DIR)/plugin-build.status
+# Once the venv is made: beside the set-up and then pytest, the compose test where a Docker daemon answers
+# (.ci/run provisions one; elsewhere it says why not) - its own set-up first (base image, wheelhouse, images:
+# mostly downloads), then containers, health checks and a load test's clock - then the numeric tests once more
+# with one BLAS thread. Started with the builds, it never holds pytest back (as a set-up step, its downloads
+# were the last to end, 35 s after the builds); the two chains end about together on 2 cores. Its output goes
+# to build/beside-pytest.log and is printed after pytest's. The status is the first failure's.
 test: lint test-venv bytecode
 	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
 	if ! command -v docker >/dev/null 2>&1; then compose=; \
@@ -203,22 +198,13 @@ test: lint test-venv bytecode
 	elif ! docker info >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
 	fi; \
-	echo "== beside pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
+	echo "== beside the build and pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
 	( side=0; \
 	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-test || side=$$?; fi; \
 	  $(MAKE) --no-print-directory numeric-threads || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
 	  exit $$side ) > $(BUILD_DIR)/beside-pytest.log 2>&1 & beside=$$!; \
-	echo "== beside pytest, at nice 10: the plugin builds and the harness (output: $(BUILD_DIR)/plugin-build.log)"; \
-	rm -f $(PLUGIN_BUILD_STATUS); \
-	( nice -n 10 $(MAKE) --no-print-directory harness-check CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" \
-	    > $(BUILD_DIR)/plugin-build.log 2>&1; echo $$? > $(PLUGIN_BUILD_STATUS) ) & build=$$!; \
-	$(MAKE) --no-print-directory -j $(JOBS) test-tools edge-native || status=$$?; \
-	if [ $$status -eq 0 ]; then \
-	  TRT_PLUGIN_KIT_BUILD_STATUS=$(abspath $(PLUGIN_BUILD_STATUS)) $(MAKE) --no-print-directory pytest || status=$$?; \
-	fi; \
-	wait $$build; build_status=$$(cat $(PLUGIN_BUILD_STATUS) 2>/dev/null || echo 1); \
-	echo "== the plugin builds and the harness ($(BUILD_DIR)/plugin-build.log)"; cat $(BUILD_DIR)/plugin-build.log; \
-	if [ $$status -eq 0 ]; then status=$$build_status; fi; \
+	$(MAKE) --no-print-directory test-setup CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" || status=$$?; \
+	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory pytest || status=$$?; fi; \
 	beside_status=0; wait $$beside || beside_status=$$?; \
 	echo "== beside pytest ($(BUILD_DIR)/beside-pytest.log)"; cat $(BUILD_DIR)/beside-pytest.log; \
 	if [ $$status -eq 0 ]; then status=$$beside_status; fi; \

@@ -149,17 +149,16 @@ MARKED_FOLDERS = ("unit", "library", "server")
 # --no-loadscope-reorder) take files in collection order, and these, in alphabetical order (or, in xdist's
 # own order, for having few tests), used to start when the other workers had nothing left to do. Their wall
 # time in a pytest-only run on the 2-core machine (2026-11-26; test_perf.py with its Debian 13 root made,
-# which a fresh machine makes first). The library tier's files come after the server tier's longest: make
-# test builds the plugins beside pytest, and they wait for that build (tests/library/conftest.py).
+# which a fresh machine makes first).
 LONGEST_FIRST = (
     "tests/server/test_perf.py",  # 38 s (a fresh machine: 110 s)
     "tests/server/test_serving_hardening.py",  # 99 s (a killing request resent for a minute)
     "tests/server/test_soak.py",  # 65 s (a one-minute soak)
+    "tests/library/test_scaffold.py",  # 59 s (the tutorial: build, serve, load test)
     "tests/server/test_serving_launcher.py",  # 51 s
     "tests/server/test_loadtest_smoke.py",  # 51 s
     "tests/server/test_monitoring_prometheus.py",  # 39 s
     "tests/server/test_clients_server.py",  # 38 s
-    "tests/library/test_scaffold.py",  # 59 s (the tutorial: build, serve, load test)
     "tests/server/test_edge_attacks.py",  # 32 s
     "tests/server/test_readme_fresh_clone.py",  # 24 s
     "tests/unit/test_onnx_eval.py",  # 23 s
