@@ -43,6 +43,7 @@ import tomllib
 from loadtests import report
 from loadtests.studies.failover import REPLICAS, FailoverFailed, run_failover
 from trt_plugin_kit.deploy import compose, debian_root
+from trt_plugin_kit.deploy.wheelhouse import WHEELHOUSE, stale_wheels
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
 from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES, free_port
@@ -57,7 +58,6 @@ PUBLIC_PYTHON_IMAGE = "python:3.11-slim"
 LOCAL_PYTHON_IMAGE = "trt-plugin-kit/python:3.11-bookworm"
 DEBIAN_SUITE = "bookworm"
 DEBIAN_PACKAGES = "python3,python3-venv,libpython3.11,ca-certificates"
-WHEELHOUSE = REPO_ROOT / "docker" / "wheelhouse"
 OFFLINE_PIP_OPTIONS = "--no-index --find-links=/wheelhouse"
 LOADTEST_ENV = {
     "LOADTEST_USERS": "4",
@@ -227,23 +227,30 @@ def build_wheelhouse(runner: Runner) -> None:
     python_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     key = hashlib.sha256(f"{python_tag}\n{requirements}\n{constraints}".encode()).hexdigest()
     stamp = WHEELHOUSE / ".stamp"
-    if stamp.is_file() and stamp.read_text().strip() == key:
+    recorded = stamp.read_text().split() if stamp.is_file() else []
+    if recorded[:1] == [key]:
         print(f"{WHEELHOUSE} up to date ({len(list(WHEELHOUSE.glob('*.whl')))} wheels): reused", flush=True)
         return
-    for wheel in WHEELHOUSE.glob("*.whl"):
-        wheel.unlink()
+    for name in stale_wheels(recorded, [wheel.name for wheel in WHEELHOUSE.glob("*.whl")]):
+        (WHEELHOUSE / name).unlink(missing_ok=True)
     stamp.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         (Path(scratch) / "requirements.txt").write_text(requirements + "\n")
         (Path(scratch) / "constraints.txt").write_text(constraints + "\n")
         print(f"pip wheel ({len(image_requirements())} requirements, .venv's versions) into {WHEELHOUSE}")
+        # Made aside, then moved in: the stamp names exactly this step's wheels, whatever else lands there.
+        made_dir = Path(scratch) / "wheels"
         runner.run(
-            [sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--wheel-dir", str(WHEELHOUSE),
+            [sys.executable, "-m", "pip", "wheel", "--progress-bar", "off", "--wheel-dir", str(made_dir),
              "-r", f"{scratch}/requirements.txt", "-c", f"{scratch}/constraints.txt"],
             log=runner.run_dir / "wheelhouse.log",
             timeout=900,
         )  # fmt: skip
-    stamp.write_text(key + "\n")
+        made = sorted(wheel.name for wheel in made_dir.glob("*.whl"))
+        WHEELHOUSE.mkdir(parents=True, exist_ok=True)
+        for name in made:
+            shutil.move(made_dir / name, WHEELHOUSE / name)
+    stamp.write_text("\n".join([key, *made]) + "\n")
     print(f"{len(list(WHEELHOUSE.glob('*.whl')))} wheels", flush=True)
 
 

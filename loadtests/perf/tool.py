@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from trt_plugin_kit.deploy import debian_root
-from trt_plugin_kit.interface import BUILD_DIR, REPO_ROOT
+from trt_plugin_kit.deploy.wheelhouse import WHEELHOUSE
+from trt_plugin_kit.interface import BUILD_DIR
 
 PERF_ANALYZER_VERSION = "2.60.0"
 PERF_ANALYZER_REQUIREMENT = f"perf-analyzer=={PERF_ANALYZER_VERSION}"
 WHEEL_PLATFORM = "manylinux_2_38_x86_64"
 MIN_GLIBC = (2, 38)
-WHEELHOUSE = REPO_ROOT / "docker" / "wheelhouse"
 DEBIAN_SUITE = "trixie"
 # What the binary links (libssl, libcrypto, zlib, libstdc++), and Debian's Python with what the data generator
 # imports, for the compose service that runs the whole of `python -m loadtests.perf` inside. No matplotlib (it
