@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tritonclient.http as httpclient
+from tritonclient.utils import InferenceServerException
 
 from trt_plugin_kit.serving.edge import limits
 from trt_plugin_kit.serving.server import (
@@ -271,10 +272,21 @@ def serve_tree(http_port: int) -> tuple[int, int]:
     raise AssertionError("no tritonserver under serve.py")
 
 
-def test_a_dead_python_stub_is_noticed_and_the_server_restarted(tmp_path):
+@pytest.mark.parametrize(
+    "signal_name, noticed",
+    [
+        ("SIGKILL", "the Python backend stub of model instance 'l2norm_0_0' died"),
+        ("SIGSTOP", "model 'l2norm' stopped answering"),
+    ],
+    ids=["dead", "hung"],
+)
+def test_a_dead_or_hung_python_stub_is_noticed_and_the_server_restarted(tmp_path, signal_name, noticed):
     """Triton 2.51 neither restarts a Python stub that died nor stops calling its model ready: l2norm stayed
     dead for good while both readiness endpoints answered 200. The supervisor watches the stubs: a dead one
-    is a restart, and the model answers again within seconds."""
+    is a restart. A hung one (stopped here) leaves the process alive: Triton answers the next request with
+    "Stub process ... is not healthy", the edge's probe confirms the model down and the supervisor restarts
+    tritonserver, without waiting out its 15 s exit timeout for a model that cannot unload (DOWN_DRAIN_S).
+    Either way the model answers again within seconds."""
     import os
     import signal
 
@@ -289,11 +301,16 @@ def test_a_dead_python_stub_is_noticed_and_the_server_restarted(tmp_path):
         l2norm = [pid for pid, instance in stubs.items() if instance.startswith("l2norm")]
         assert l2norm, stubs
         killed_at = time.monotonic()
-        os.kill(l2norm[0], signal.SIGKILL)
+        os.kill(l2norm[0], getattr(signal, signal_name))
+        if signal_name == "SIGSTOP":
+            with pytest.raises(InferenceServerException, match="not healthy"):
+                infer_l2norm(f"127.0.0.1:{ports.http}")  # the request that finds it hung
         assert served.wait_for("is serving again", 90), served.output()
         output = served.output()
-        assert "the Python backend stub of model instance 'l2norm_0_0' died" in output, output
+        assert noticed in output, output
         assert time.monotonic() - killed_at < 60
+        # Triton counts its exit timeout down once a second while a model is still loaded
+        assert "Timeout 9:" not in (tmp_path / "tritonserver.log").read_text()
         np.testing.assert_allclose(infer_l2norm(f"127.0.0.1:{ports.http}"), [[0.6, 0.8]])
     finally:
         served.stop()
