@@ -58,7 +58,6 @@ from trt_plugin_kit.serving.edge.contract import (
     EXIT_MODEL_DOWN,
     EXIT_NEVER_READY,
     INTERNAL_KEY_ENV,
-    down_model,
     socket_paths,
 )
 from trt_plugin_kit.serving.host import (  # noqa: F401 - re-exported: the serving API in one import
@@ -619,7 +618,8 @@ class TritonServer:
         if process is not None:
             # A model the edge found not answering does not unload either: tritonserver would wait its whole
             # exit timeout (15 s in make serve) before it ends. The other models' requests get DOWN_DRAIN_S.
-            drain_s = self.exit_timeout_s + 15 if self._down_model(edge) is None else DOWN_DRAIN_S
+            model_down = edge is not None and edge.returncode == EXIT_MODEL_DOWN
+            drain_s = DOWN_DRAIN_S if model_down else self.exit_timeout_s + 15
             _terminate(process, timeout_s=drain_s)
             # Python backend stubs left behind by a crashed server share its process group.
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -632,15 +632,6 @@ class TritonServer:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
         self.socket_dir = None
-
-    def _down_model(self, edge: subprocess.Popen | None) -> str | None:
-        """The model the edge stopped for (it exited with EXIT_MODEL_DOWN), or None."""
-        if edge is None or edge.returncode != EXIT_MODEL_DOWN or self._workdir is None:
-            return None
-        try:
-            return down_model((self._workdir / "edge-status.txt").read_text())
-        except OSError:
-            return None
 
 
 def _terminate(process: subprocess.Popen, timeout_s: float) -> None:

@@ -26,12 +26,7 @@ from aiohttp import web
 
 from trt_plugin_kit.interface import ADMIN_KEY_ENV
 from trt_plugin_kit.serving.edge import limits
-from trt_plugin_kit.serving.edge.contract import (
-    EXIT_MODEL_DOWN,
-    EXIT_NEVER_READY,
-    INTERNAL_KEY_ENV,
-    MODEL_DOWN,
-)
+from trt_plugin_kit.serving.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
 from trt_plugin_kit.serving.edge.grpc_front import GrpcFront
 from trt_plugin_kit.serving.edge.http_front import HttpFront, metrics_handler
 from trt_plugin_kit.serving.edge.native_front import NativeGrpcFront, configuration, native_binary
@@ -60,9 +55,9 @@ async def serve(args: argparse.Namespace) -> int:
         return state["why_not_ready"]
 
     def model_down(model: str, reason: str) -> None:
-        state["why_not_ready"] = MODEL_DOWN.format(model=model)
+        state["why_not_ready"] = f"model {model!r} stopped answering"
         state["exit"] = EXIT_MODEL_DOWN
-        say_why(args, f"{MODEL_DOWN.format(model=model)}: {reason}")
+        say_why(args, f"model {model!r} stopped answering: {reason}")
         stop.set()
 
     upstream.on_model_down = model_down

@@ -4,7 +4,6 @@ serving stays importable by a system python3 without the edge's dependencies."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 # The random per-start key tritonserver is given; only the edge receives it (by environment).
@@ -14,17 +13,6 @@ NATIVE_GRPC_ENV = "TRT_PLUGIN_KIT_EDGE_GRPC"
 # Exit codes of the edge besides 0 (stopped) and 1 (could not listen).
 EXIT_MODEL_DOWN = 3
 EXIT_NEVER_READY = 4
-# Why the edge stopped with EXIT_MODEL_DOWN, as its --status-file says it (then ": <reason>"). The supervisor
-# reads the model back: that model's Python stubs do not answer, so they would not finalize either, and a
-# graceful stop of tritonserver would wait its whole exit timeout for them.
-MODEL_DOWN = "model {model!r} stopped answering"
-_MODEL_DOWN = re.compile(r"model '([^']+)' stopped answering")
-
-
-def down_model(status: str) -> str | None:
-    """The model a MODEL_DOWN status names, or None."""
-    found = _MODEL_DOWN.match(status)
-    return found.group(1) if found else None
 
 
 def socket_paths(socket_dir: Path) -> dict[str, str]:
