@@ -270,7 +270,7 @@ def start_server(variant: str, log_file: Path) -> Iterator[ServerLocation]:
     resolved, reason = choose_variant(variant)
     print(f"starting Triton ({resolved}: {reason}); log {log_file}", file=sys.stderr)
     with TritonServer(variant=resolved, ports=Ports.free(), log_file=log_file) as server:
-        yield ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc, server.ports.metrics)
+        yield server.location
 
 
 def wait_for_server(location: ServerLocation, models: list[str], timeout_s: float) -> str:

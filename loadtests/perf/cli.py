@@ -245,7 +245,7 @@ def _compare_edge(perf, args, input_data, out_dir, settings):
         for model in args.models:
             for protocol in args.protocol:
                 for rows, server, target in ((on_rows, on, "edge on"), (off_rows, off, "edge off")):
-                    location = ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc)
+                    location = server.location
                     rows += sweep(
                         perf, (model,), (protocol,), location, input_data, out_dir, settings, target
                     )

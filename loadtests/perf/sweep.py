@@ -186,8 +186,12 @@ def measure(
 def perf_region_names(metadata: dict) -> re.Pattern:
     """The names perf_analyzer gives a model's system shared memory regions: each output its name, each input
     `NAME_STREAM_STEP` (slashes dropped, as perf_analyzer does)."""
-    inputs = [re.escape(t["name"].replace("/", "").replace("\\", "")) for t in metadata.get("inputs", [])]
-    outputs = [re.escape(t["name"].replace("/", "").replace("\\", "")) for t in metadata.get("outputs", [])]
+
+    def region(tensor: dict) -> str:
+        return re.escape(tensor["name"].replace("/", "").replace("\\", ""))
+
+    inputs = [region(tensor) for tensor in metadata.get("inputs", [])]
+    outputs = [region(tensor) for tensor in metadata.get("outputs", [])]
     alternatives = [rf"(?:{'|'.join(inputs)})_\d+_\d+"] if inputs else []
     return re.compile("|".join(alternatives + outputs) or r"(?!)")
 

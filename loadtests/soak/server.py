@@ -34,8 +34,7 @@ class SoakServer:
         server = TritonServer(variant=variant, ports=Ports.free(), log_file=log_dir / "tritonserver.log")
         print(f"soak: starting the {variant} server ({reason}); log {server.log_file}", flush=True)
         server.start()
-        ports = server.ports
-        location = ServerLocation("127.0.0.1", ports.http, ports.grpc, ports.metrics)
+        location = server.location
         info = {"variant": variant, "description": f"{server.describe_variant()}, started by the soak"}
         return cls(location, server.process.pid, info, server)
 

@@ -35,7 +35,7 @@ from loadtests.studies.quiet import wait_until_quiet
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig, digit_source
 from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
 from trt_plugin_kit.triton import metrics
-from trt_plugin_kit.triton.options import ServerLocation, add_server_variant_argument
+from trt_plugin_kit.triton.options import add_server_variant_argument
 
 STUDY = "queue-signal"
 PROGRAM = "python -m loadtests.queue_signal"
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         variant, _ = choose_variant(args.server_variant)
         with TritonServer(variant=variant, ports=Ports.free(), log_file=log_file) as server:
-            location = ServerLocation("127.0.0.1", server.ports.http, server.ports.grpc)
+            location = server.location
             version = wait_for_server(location, list(REQUEST_KINDS), 30)
             for index, users in enumerate(user_counts, start=1):
                 plan = RunPlan.measurement(

@@ -48,7 +48,6 @@ from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import preprocess as serving_preprocess
 from trt_plugin_kit.serving.server import ADMIN_HEADER, Ports, TritonServer
 from trt_plugin_kit.specs.reference import l2_normalize
-from trt_plugin_kit.triton.options import ServerLocation
 
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"
 PROTOCOLS = ("grpc", "http")
@@ -477,12 +476,9 @@ def _perf_regions_are_released_once_their_request_is_done(server) -> None:
         thread = threading.Thread(target=held_request)
         thread.start()
         time.sleep(0.5)  # the request is in the batcher, which holds it 2.5 s
-        host, http_port = server.http_url.rsplit(":", 1)
-        location = ServerLocation(host, int(http_port), server.ports.grpc, server.ports.metrics)
         started = time.monotonic()
-        released = release_regions(
-            "l2norm", location, SweepSettings(shared_memory="system", admin_key=server.admin_key)
-        )
+        settings = SweepSettings(shared_memory="system", admin_key=server.admin_key)
+        released = release_regions("l2norm", server.location, settings)
         waited = time.monotonic() - started
         thread.join(timeout=30)
         assert sorted(released) == ["normalized", "vector_0_0"] and answered

@@ -141,10 +141,9 @@ def test_a_refused_ensemble_request_counts_once_not_twice(triton_server):
     import numpy as np
 
     from loadtests.soak import report, server
-    from trt_plugin_kit.triton.options import ServerLocation
     from trt_plugin_kit.triton.protocol import Connection
 
-    location = ServerLocation("127.0.0.1", triton_server.ports.http, triton_server.ports.grpc)
+    location = triton_server.location
     png = (REPO_ROOT / "samples" / "digits" / "7.png").read_bytes()
     before = server.triton_request_counts(location)
     refused = answered = 0

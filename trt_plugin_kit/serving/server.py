@@ -337,6 +337,11 @@ class TritonServer:
     def metrics_url(self) -> str:
         return f"http://{_client_host(self.host)}:{self.ports.metrics}/metrics"
 
+    @property
+    def location(self) -> ServerLocation:
+        """The same endpoints as the kit's tools take them (both protocols and metrics)."""
+        return ServerLocation(_client_host(self.host), self.ports.http, self.ports.grpc, self.ports.metrics)
+
     def describe_variant(self) -> str:
         if self.variant == "cpu":
             return (
@@ -581,8 +586,7 @@ class TritonServer:
         # the TensorRT variant in NVIDIA's container may lack until the server is being started from a venv.
         from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready  # noqa: PLC0415
 
-        host, _, _ = self.http_url.rpartition(":")
-        location = ServerLocation(host, self.ports.http, self.ports.grpc, self.ports.metrics)
+        location = self.location
         # A gRPC endpoint with TLS (extra --grpc-use-ssl flags) is its owner's to check; HTTP says ready too.
         tls = any(arg.startswith("--grpc-use-ssl") for arg in self.extra_args)
         protocols = ("http",) if tls else ("http", "grpc")
