@@ -7,8 +7,12 @@
 #
 # Build arguments (docker-compose.yml passes them on):
 #   PYTHON_IMAGE         base image with python3 >= 3.10 and its venv module (default python:3.11-slim)
-#   PIP_INSTALL_OPTIONS  extra pip options; offline: "--no-index --find-links=/wheelhouse", the wheels being
-#                        in docker/wheelhouse/ (make compose-test fills it on the host)
+#   PIP_INSTALL_OPTIONS  extra options of pip and uv pip (where to find packages); offline:
+#                        "--no-index --find-links=/wheelhouse", the wheels being in docker/wheelhouse/ (make
+#                        compose-test fills it on the host, uv's among them)
+#
+# The project is installed with uv, as `make venv` does (pip bootstraps it, then leaves with it), bytecode
+# compiled as pip would: make compose-test's two image builds took 36 s and 38 CPU-s with pip, 20 s and 29 with uv.
 ARG PYTHON_IMAGE=python:3.11-slim
 
 FROM ${PYTHON_IMAGE} AS base
@@ -27,7 +31,9 @@ COPY plugins plugins
 FROM base AS triton-cpu
 ARG PIP_INSTALL_OPTIONS=""
 RUN --mount=type=bind,source=docker/wheelhouse,target=/wheelhouse \
-    pip install ${PIP_INSTALL_OPTIONS} -e ".[serve]"
+    pip install -q ${PIP_INSTALL_OPTIONS} uv \
+ && UV_NO_CACHE=1 uv pip install --compile-bytecode --python /opt/venv/bin/python ${PIP_INSTALL_OPTIONS} -e ".[serve]" \
+ && pip uninstall -q -y uv
 COPY scripts/serve.py scripts/serve.py
 COPY model_repository model_repository
 COPY models/onnx models/onnx
@@ -42,7 +48,9 @@ ARG PIP_INSTALL_OPTIONS=""
 COPY clients clients
 COPY loadtests loadtests
 RUN --mount=type=bind,source=docker/wheelhouse,target=/wheelhouse \
-    pip install ${PIP_INSTALL_OPTIONS} -e ".[load]"
+    pip install -q ${PIP_INSTALL_OPTIONS} uv \
+ && UV_NO_CACHE=1 uv pip install --compile-bytecode --python /opt/venv/bin/python ${PIP_INSTALL_OPTIONS} -e ".[load]" \
+ && pip uninstall -q -y uv
 # The digits sent when no MNIST set is mounted at the default place (docker-compose.yml).
 COPY samples/digits samples/digits
 # Matplotlib (the charts) needs a writable configuration folder; the root filesystem is read-only.

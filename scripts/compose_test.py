@@ -208,10 +208,12 @@ def choose_python_image(runner: Runner) -> str:
 
 
 def image_requirements() -> list[str]:
-    """What docker/python.Dockerfile installs: build backend, dependencies, the serve and load extras."""
+    """What docker/python.Dockerfile installs: its installer (uv), build backend, dependencies, the serve and
+    load extras."""
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
     extras = project["project"]["optional-dependencies"]
     return [
+        "uv",
         *project["build-system"]["requires"],
         *project["project"]["dependencies"],
         *extras["serve"],
