@@ -202,7 +202,7 @@ test: lint test-venv bytecode
 	elif ! docker info >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
 	fi; \
-	echo "== beside the build and pytest: the perf_analyzer root, $${compose:+the compose test set-up, then the compose test beside }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
+	echo "== beside the build and pytest: perf_analyzer's root, $${compose:+the compose test's set-up, then it beside }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
 	( side=0; \
 	  $(PY) -m loadtests.perf --prepare-only || echo "(test_perf.py says what perf_analyzer needs)"; \
 	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-prepare; fi; \
