@@ -188,13 +188,12 @@ test-setup: lint test-venv bytecode
 	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native \
 	  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)"
 
-# Once the venv is made, beside the set-up and then pytest: perf_analyzer's Debian 13 root where it is made
-# (root and mmdebstrap: test_perf.py then finds it, waiting on its lock if need be, instead of making it on
-# one of pytest's workers), the compose test's set-up where a Docker daemon answers (.ci/run provisions one;
-# elsewhere it says why not: base image, wheelhouse, images), then its containers, health checks and paced
-# load tests beside the numeric tests once more with one BLAS thread, which fill the cores those leave idle.
-# Started with the builds, this chain never holds pytest back; the two end about together on 2 cores. Its
-# output goes to build/beside-pytest.log and is printed after pytest's. The status is the first failure's.
+# Once the venv is made: beside the set-up and then pytest, the compose test where a Docker daemon answers
+# (.ci/run provisions one; elsewhere it says why not) - its own set-up first (base image, wheelhouse, images:
+# mostly downloads), then containers, health checks and a load test's clock - then the numeric tests once more
+# with one BLAS thread. Started with the builds, it never holds pytest back (as a set-up step, its downloads
+# were the last to end, 35 s after the builds); the two chains end about together on 2 cores. Its output goes
+# to build/beside-pytest.log and is printed after pytest's. The status is the first failure's.
 test: lint test-venv bytecode
 	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
 	if ! command -v docker >/dev/null 2>&1; then compose=; \
@@ -202,14 +201,10 @@ test: lint test-venv bytecode
 	elif ! docker info >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
 	fi; \
-	echo "== beside the build and pytest: perf_analyzer's root, $${compose:+the compose test's set-up, then it beside }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
+	echo "== beside the build and pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
 	( side=0; \
-	  $(PY) -m loadtests.perf --prepare-only || echo "(test_perf.py says what perf_analyzer needs)"; \
-	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-prepare; fi; \
-	  $(MAKE) --no-print-directory numeric-threads > $(BUILD_DIR)/numeric-threads.log 2>&1 & numeric=$$!; \
 	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-test || side=$$?; fi; \
-	  wait $$numeric || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
-	  cat $(BUILD_DIR)/numeric-threads.log; \
+	  $(MAKE) --no-print-directory numeric-threads || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
 	  exit $$side ) > $(BUILD_DIR)/beside-pytest.log 2>&1 & beside=$$!; \
 	$(MAKE) --no-print-directory test-setup CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" || status=$$?; \
 	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory pytest || status=$$?; fi; \

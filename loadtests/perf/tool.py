@@ -21,7 +21,6 @@ perf_analyzer loads for --shared-memory) from the host's wheelhouse (docker/whee
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -133,8 +132,7 @@ def root_ready(root: Path = ROOT_DIR) -> bool:
 
 def make_root(root: Path = ROOT_DIR) -> Path:
     """The Debian 13 root with perf_analyzer in /opt/perf_analyzer, made once (debootstrap: a few minutes);
-    new wheels go into an existing root of the same packages without a second debootstrap. One maker at a
-    time: make test prepares it beside its builds while test_perf.py may already ask for it."""
+    new wheels go into an existing root of the same packages without a second debootstrap."""
     if root_ready(root):
         return root
     if os.geteuid() != 0 or debian_root.tool() is None:
@@ -144,15 +142,6 @@ def make_root(root: Path = ROOT_DIR) -> Path:
             f"debootstrap as root ({debian_root.INSTALL_HINT}). Or install it natively on a newer host "
             "(pip install '.[perf]'), or give a Docker daemon the image (make perf-image where root is)."
         )
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with (root.parent / f".{root.name}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if root_ready(root):  # made by the one that held the lock
-            return root
-        return _make_root(root)
-
-
-def _make_root(root: Path) -> Path:
     wheels = [wheel_path(wheel) for wheel in WHEELS]
     if _stamp_lines(root)[:1] != expected_stamp()[:1]:
         debootstrap(root)
