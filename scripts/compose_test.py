@@ -61,9 +61,9 @@ DEBIAN_PACKAGES = "python3,python3-venv,libpython3.11,ca-certificates"
 OFFLINE_PIP_OPTIONS = "--no-index --find-links=/wheelhouse"
 LOADTEST_ENV = {
     "LOADTEST_USERS": "4",
-    "LOADTEST_RUN_TIME": "10s",
-    # Paced (60 requests/s in all, about 600 requests): the service's path is what is checked here, not the
-    # cores' limit, and make test runs this beside pytest on the same cores.
+    "LOADTEST_RUN_TIME": "20s",
+    # Paced (60 requests/s in all): the service's path is what is checked here, not the cores' limit, and
+    # make test runs this beside pytest on the same cores.
     "LOADTEST_USER_RATE": "15",
     "LOADTEST_MAX_FAILURE_RATIO": "0",
     "LOADTEST_MAX_P99_MS": "1000",

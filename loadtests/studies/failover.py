@@ -52,10 +52,8 @@ USERS = 6
 # Each user paced (90 requests/s in all): enough for every replica to serve and for requests to meet the
 # killed one, without taking the cores the rest of make test runs on.
 USER_RATE = 15.0
-# The kill once the users run and HAProxy has seen every replica serve; the replica is back in both backends
-# about 12 s after it (DOWN_FOR_S, its start, `rise` checks), and serves the rest of the run, about 16 s.
-RUN_S = 36
-KILL_AT_S = 8
+RUN_S = 50
+KILL_AT_S = 12
 # The killed replica stays down this long before it is started again: longer than the health checks need to
 # take it out (HealthCheck.detection_bound_s), so that the balancer has to. Its restart policy alone can
 # bring a CPU replica back in 2-3 s, before the checks of one backend have failed `fall` times.
