@@ -173,7 +173,10 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
         [*up, f"triton-cpu={REPLICAS}", "triton-cpu"], env=env, timeout=up_timeout_s + 60, check=False
     )
     if result.returncode != 0:
-        raise FailoverFailed(f"`up --scale triton-cpu={REPLICAS}` exited with {result.returncode}")
+        raise FailoverFailed(
+            f"`up --scale triton-cpu={REPLICAS}` exited with {result.returncode}; "
+            + replica_logs(compose, env, run_dir / "replicas.log")
+        )
     containers = replica_containers(compose, env)
     if sorted(containers) != list(range(REPLICAS)):
         raise FailoverFailed(f"replicas hold slots {sorted(containers)}, expected 0..{REPLICAS - 1}")
@@ -226,6 +229,22 @@ def run_failover(compose: list[str], env: dict[str, str], run_dir: Path, up_time
     if not summary_box:
         raise FailoverFailed("the load test did not finish")
     return judge(summary_box[0], seen, check, run_dir / "loadtest" / report.FINAL_STATS_FILE, run_dir, record)
+
+
+def replica_logs(compose: list[str], env: dict[str, str], path: Path, tail: int = 40) -> str:
+    """The replicas' logs into path (a replica that did not come up says why there, before `down -v` removes
+    it); returns their last lines, which the compose test prints."""
+    logs = subprocess.run(
+        [*compose, "logs", "--no-color", "--timestamps", "triton-cpu"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    path.write_text(logs.stdout + logs.stderr)
+    last = "\n".join((logs.stdout + logs.stderr).splitlines()[-tail:])
+    return f"the replicas' logs in {path}, the last {tail} lines:\n{last}"
 
 
 def failover_markdown(record: Record) -> list[str]:
