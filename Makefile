@@ -35,8 +35,8 @@ TEST_CUDA_ARCHITECTURES ?= $(if $(HAS_GPU),,75)
 # CPU checks (a third less compile time than -O3; ccache shares it with the tutorial test's `make plugins`);
 # the build type's -O3 on a GPU machine and in the GPU scripts. The library and kernels are Release everywhere.
 TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
-# ... and, there too, each tool target as one translation unit (a header set's tools: 36 -> 25 CPU-s); per-file
-# units on a GPU machine and in the GPU scripts, which thereby still compile every file on its own.
+# ... and, there too, each tool target as one translation unit (plugins/harness/CMakeLists.txt says what it
+# saves); per-file units on a GPU machine and in the GPU scripts, which thereby still compile every file alone.
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
