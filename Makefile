@@ -127,12 +127,11 @@ trt-headers:
 	  fi; \
 	done
 
-# The edge's compiled gRPC front (trt_plugin_kit/serving/edge/native/); without libgrpc++-dev the edge serves
-# gRPC from Python, and this says so. pkg-config answers in half a second (Abseil's .pc files): asked only
-# before the first configure.
+# The edge's compiled gRPC front (trt_plugin_kit/serving/edge/native/: nghttp2, OpenSSL, zlib); without their
+# -dev packages the edge serves gRPC from Python, and this says so. Asked only before the first configure.
 edge-native:
-	@if [ ! -f $(BUILD_DIR)/edge-native/CMakeCache.txt ] && ! pkg-config --exists grpc++ 2>/dev/null; then \
-	  echo "edge-native skipped: no libgrpc++-dev (apt-get install libgrpc++-dev protobuf-compiler-grpc); the edge serves gRPC from Python"; \
+	@if [ ! -f $(BUILD_DIR)/edge-native/CMakeCache.txt ] && ! pkg-config --exists libnghttp2 openssl zlib 2>/dev/null; then \
+	  echo "edge-native skipped: no libnghttp2-dev, libssl-dev or zlib1g-dev (apt-get install libnghttp2-dev libssl-dev zlib1g-dev); the edge serves gRPC from Python"; \
 	else mkdir -p $(BUILD_DIR) \
 	  && { cmake -S trt_plugin_kit/serving/edge/native -B $(BUILD_DIR)/edge-native -DCMAKE_BUILD_TYPE=Release \
 	       > $(BUILD_DIR)/cmake-edge-native.log 2>&1 || { cat $(BUILD_DIR)/cmake-edge-native.log; exit 1; }; } \
@@ -232,12 +231,12 @@ compose-prepare: test-venv
 lint: venv
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	clang-format --dry-run --Werror $$(git ls-files --cached --others --exclude-standard 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+	clang-format --dry-run --Werror $$(git ls-files --cached --others --exclude-standard 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh' 'trt_plugin_kit/*.cc' 'trt_plugin_kit/*.h')
 
 format: venv
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
-	clang-format -i $$(git ls-files --cached --others --exclude-standard 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh')
+	clang-format -i $$(git ls-files --cached --others --exclude-standard 'plugins/*.cpp' 'plugins/*.h' 'plugins/*.cu' 'plugins/*.cuh' 'trt_plugin_kit/*.cc' 'trt_plugin_kit/*.h')
 
 # A working plugin folder to change into your own op: make new-plugin NAME=my_op [NEW_PLUGIN_ARGS="--inputs 2"]
 new-plugin: venv

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
+import hpack
 import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
@@ -40,6 +41,7 @@ from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER, REPO_ROOT
 from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.native_front import native_binary
 from trt_plugin_kit.serving.server import python_backend_stubs
 
 SERVICE = "inference.GRPCInferenceService"
@@ -181,20 +183,7 @@ def _varint(value: int) -> bytes:
 
 # --------------------------------------------------------------------------------------- raw HTTP/2 (gRPC)
 
-# RFC 7541 appendix A: the HPACK static table ("name value").
-_HPACK_STATIC = [
-    tuple(entry.partition(" ")[::2])
-    for entry in (
-        ":authority|:method GET|:method POST|:path /|:path /index.html|:scheme http|:scheme https|"
-        ":status 200|:status 204|:status 206|:status 304|:status 400|:status 404|:status 500|accept-charset|"
-        "accept-encoding gzip, deflate|accept-language|accept-ranges|accept|access-control-allow-origin|age|"
-        "allow|authorization|cache-control|content-disposition|content-encoding|content-language|"
-        "content-length|content-location|content-range|content-type|cookie|date|etag|expect|expires|from|"
-        "host|if-match|if-modified-since|if-none-match|if-range|if-unmodified-since|last-modified|link|"
-        "location|max-forwards|proxy-authenticate|proxy-authorization|range|referer|refresh|retry-after|"
-        "server|set-cookie|strict-transport-security|transfer-encoding|user-agent|vary|via|www-authenticate"
-    ).split("|")
-]
+NATIVE_GRPC = native_binary() is not None  # the edge's compiled gRPC front serves the gRPC port
 
 
 def _hpack_integer(value: int, prefix_bits: int, first: int = 0) -> bytes:
@@ -206,9 +195,8 @@ def _hpack_integer(value: int, prefix_bits: int, first: int = 0) -> bytes:
 
 class RawGrpc:
     """One gRPC call in hand-written HTTP/2 frames: headers go out as HPACK literals, byte for byte, so a
-    metadata value may hold what grpc's own client refuses to send (a line break). Reads the answer's
-    headers and trailers with a small HPACK decoder (static and dynamic table, no Huffman: gRPC core does
-    not Huffman-code the headers it writes)."""
+    metadata value may hold what grpc's own client refuses to send (a line break). The answer's headers and
+    trailers are read with python-hyper's HPACK decoder (the edge's nghttp2 Huffman-codes them)."""
 
     PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
     DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 3, 4, 6, 7, 9
@@ -216,7 +204,7 @@ class RawGrpc:
 
     def __init__(self, url: str):
         self.url = url
-        self.dynamic: list[tuple[str, str]] = []
+        self.decoder = hpack.Decoder()
 
     @staticmethod
     def frame(kind: int, flags: int, stream: int, payload: bytes) -> bytes:
@@ -224,13 +212,14 @@ class RawGrpc:
             struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
         )
 
-    def call(self, method: str, message: bytes, metadata: list[tuple[bytes, bytes]], timeout=10.0) -> dict:
-        """{'grpc-status': ..., 'grpc-message': ...} of the answer, or {'closed': how} without trailers."""
+    @classmethod
+    def opening(cls, method: str, metadata: list[tuple[bytes, bytes]]) -> bytes:
+        """The connection preface, SETTINGS and stream 1's request headers (no message yet)."""
         headers = [
             (b":method", b"POST"),
             (b":scheme", b"http"),
             (b":path", f"/{SERVICE}/{method}".encode()),
-            (b":authority", self.url.encode()),
+            (b":authority", b"edge"),
             (b"content-type", b"application/grpc"),
             (b"te", b"trailers"),
             *metadata,
@@ -239,16 +228,44 @@ class RawGrpc:
             b"\x00" + _hpack_integer(len(name), 7) + name + _hpack_integer(len(value), 7) + value
             for name, value in headers
         )
+        # HTTP/2's default largest frame is 16 KiB: a longer block goes on in CONTINUATION frames.
+        pieces = [block[at : at + 16384] for at in range(0, len(block), 16384)]
+        frames = [
+            cls.frame(
+                cls.HEADERS if index == 0 else cls.CONTINUATION,
+                cls.END_HEADERS if index == len(pieces) - 1 else 0,
+                1,
+                piece,
+            )
+            for index, piece in enumerate(pieces)
+        ]
+        return cls.PREFACE + cls.frame(cls.SETTINGS, 0, 0, b"") + b"".join(frames)
+
+    @classmethod
+    def headers_of(cls, answer: bytes) -> dict[str, str]:
+        """Stream 1's headers and trailers in the bytes a connection received (whole frames only)."""
+        decoder, fragments, decoded = hpack.Decoder(), b"", {}
+        while len(answer) >= 9 and len(answer) >= 9 + int.from_bytes(answer[:3], "big"):
+            length, kind, flags = int.from_bytes(answer[:3], "big"), answer[3], answer[4]
+            stream = int.from_bytes(answer[5:9], "big") & 0x7FFFFFFF
+            payload, answer = answer[9 : 9 + length], answer[9 + length :]
+            if kind in (cls.HEADERS, cls.CONTINUATION) and stream == 1:
+                fragments += payload
+                if flags & cls.END_HEADERS:
+                    decoded.update(decoder.decode(fragments, raw=False))
+                    fragments = b""
+        if "grpc-message" in decoded:
+            decoded["grpc-message"] = urllib.parse.unquote(decoded["grpc-message"])
+        return decoded
+
+    def call(self, method: str, message: bytes, metadata: list[tuple[bytes, bytes]], timeout=10.0) -> dict:
+        """{'grpc-status': ..., 'grpc-message': ...} of the answer, or {'closed': how} without trailers."""
         body = b"\x00" + struct.pack(">I", len(message)) + message
         host, _, port = self.url.rpartition(":")
         answer: dict = {}
         with socket.create_connection((host, int(port)), timeout=timeout) as connection:
-            connection.sendall(
-                self.PREFACE
-                + self.frame(self.SETTINGS, 0, 0, b"")
-                + self.frame(self.HEADERS, self.END_HEADERS, 1, block)
-                + self.frame(self.DATA, self.END_STREAM, 1, body)
-            )
+            request = self.opening(method, metadata) + self.frame(self.DATA, self.END_STREAM, 1, body)
+            connection.sendall(request)
             buffer, fragments = b"", b""
             while "closed" not in answer:
                 chunk = connection.recv(65536)
@@ -281,55 +298,7 @@ class RawGrpc:
         return answer
 
     def decode(self, block: bytes) -> dict[str, str]:
-        position = 0
-
-        def integer(prefix_bits: int) -> int:
-            nonlocal position
-            limit = (1 << prefix_bits) - 1
-            value = block[position] & limit
-            position += 1
-            if value == limit:
-                shift = 0
-                while True:
-                    byte = block[position]
-                    position += 1
-                    value += (byte & 0x7F) << shift
-                    shift += 7
-                    if not byte & 0x80:
-                        break
-            return value
-
-        def string() -> str:
-            nonlocal position
-            huffman = block[position] & 0x80
-            length = integer(7)
-            raw = block[position : position + length]
-            position += length
-            assert not huffman, "a Huffman-coded header: this small decoder cannot read it"
-            return raw.decode("latin-1")
-
-        def entry(index: int) -> tuple[str, str]:
-            if index <= len(_HPACK_STATIC):
-                return _HPACK_STATIC[index - 1]
-            return self.dynamic[index - len(_HPACK_STATIC) - 1]
-
-        decoded = {}
-        while position < len(block):
-            first = block[position]
-            if first & 0x80:  # indexed
-                name, value = entry(integer(7))
-            elif first & 0x40 or not first & 0x20:  # literal: incremental indexing / without / never indexed
-                indexing = bool(first & 0x40)
-                index = integer(6 if indexing else 4)
-                name = entry(index)[0] if index else string()
-                value = string()
-                if indexing:
-                    self.dynamic.insert(0, (name, value))
-            else:  # dynamic table size update
-                integer(5)
-                continue
-            decoded[name] = value
-        return decoded
+        return {name: value for name, value in self.decoder.decode(block, raw=False)}
 
 
 # ---------------------------------------------------------------------------- class 1: admin APIs, no key
@@ -433,6 +402,15 @@ def test_grpc_admin_key_with_a_line_break_is_refused(triton_server, baseline):
         "LogSettings", b"", [(name, triton_server.admin_key.encode())]
     )
     assert answer.get("grpc-status") == "0", answer
+    assert_unharmed(triton_server, baseline)
+
+
+@pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
+def test_grpc_metadata_over_the_limit_is_refused(triton_server, baseline):
+    padding = [(b"x-padding", b"a" * limits.MAX_GRPC_METADATA_BYTES)]
+    answer = RawGrpc(triton_server.grpc_url).call("ModelInfer", l2norm_infer_message(8), padding)
+    assert answer.get("grpc-status") == str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]), answer
+    assert "metadata is larger than" in answer["grpc-message"], answer
     assert_unharmed(triton_server, baseline)
 
 
@@ -708,6 +686,8 @@ class Stall:
 
     first: bytes
     trickle: bytes = b""
+    protocol: str = "http"  # or "grpc": the edge's gRPC port
+    started: float = 0.0
     answer: bytes = b""
     answered_s: float | None = None  # when the first answer bytes came
     closed_s: float | None = None  # when the edge closed the connection
@@ -719,8 +699,8 @@ STALL_LIMIT_S = limits.BODY_TIMEOUT_S + 20  # a thread gives up waiting after th
 
 
 def _stall(server, stall: Stall, stop: threading.Event) -> None:
-    host, _, port = server.http_url.rpartition(":")
-    started = time.monotonic()
+    host, _, port = (server.grpc_url if stall.protocol == "grpc" else server.http_url).rpartition(":")
+    started = stall.started = time.monotonic()
     try:
         with socket.create_connection((host, int(port)), timeout=5) as connection:
             connection.settimeout(0.5)
@@ -755,6 +735,14 @@ def stalled_connections(triton_server):
             b"0123456789"
         ),
     }
+    if NATIVE_GRPC:  # the compiled front's timeouts (grpcio's server has its own, minutes long)
+        stalls["grpc: silent connection"] = Stall(b"", protocol="grpc")
+        # A ModelInfer whose message declares 1 MiB and sends 10 bytes of it.
+        stalls["grpc: body stalled"] = Stall(
+            RawGrpc.opening("ModelInfer", [])
+            + RawGrpc.frame(RawGrpc.DATA, 0, 1, b"\x00" + struct.pack(">I", 1 << 20) + bytes(10)),
+            protocol="grpc",
+        )
     stop = threading.Event()
     for stall in stalls.values():
         stall.thread = threading.Thread(target=_stall, args=(triton_server, stall, stop), daemon=True)
@@ -785,6 +773,29 @@ def test_a_stalled_body_is_answered_408(triton_server, baseline, stalled_connect
     head, _, body = stall.answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 408 "), stall
     assert "did not arrive within" in json.loads(body)["error"], stall
+    assert_unharmed(triton_server, baseline)
+
+
+@pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
+def test_a_silent_grpc_connection_is_closed_after_the_header_timeout(stalled_connections):
+    stall = stalled_connections["grpc: silent connection"]
+    stall.thread.join(limits.HEADER_TIMEOUT_S + 10)
+    assert stall.closed_s is not None, stall
+    assert limits.HEADER_TIMEOUT_S - 1 <= stall.closed_s <= limits.HEADER_TIMEOUT_S + 5, stall
+
+
+@pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
+def test_a_stalled_grpc_message_is_answered_deadline_exceeded(triton_server, baseline, stalled_connections):
+    stall = stalled_connections["grpc: body stalled"]
+    deadline = stall.started + limits.BODY_TIMEOUT_S + 10
+    trailers: dict = {}
+    while "grpc-status" not in trailers and time.monotonic() < deadline:
+        time.sleep(0.2)
+        trailers = RawGrpc.headers_of(stall.answer)
+    answered_s = time.monotonic() - stall.started
+    assert trailers.get("grpc-status") == str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), (trailers, stall)
+    assert "did not arrive within" in trailers["grpc-message"], trailers
+    assert limits.BODY_TIMEOUT_S - 1 <= answered_s <= limits.BODY_TIMEOUT_S + 5, stall
     assert_unharmed(triton_server, baseline)
 
 

@@ -36,7 +36,8 @@ from trt_plugin_kit.serving.host import free_port
 BINARY = native_binary()
 needs_binary = pytest.mark.skipif(
     BINARY is None,
-    reason=f"{BINARY_NAME} is not built (make edge-native; needs libgrpc++-dev, which CI installs)",
+    reason=f"{BINARY_NAME} is not built (make edge-native; needs libnghttp2-dev, libssl-dev and zlib1g-dev, "
+    "which CI installs)",
 )
 
 MODELS = {
@@ -412,3 +413,28 @@ def test_the_session_server_serves_grpc_from_the_binary(triton_server):
     with grpc.insecure_channel(triton_server.grpc_url) as channel:
         raw = channel.unary_unary(f"/{SERVICE}/ModelInfer")(message, timeout=30)
     assert pb.ModelInferResponse.FromString(raw).outputs[0].name == "normalized"
+
+
+VALID = next(raw for raw in CASES.values() if python_verdict(raw)[0] == "OK")
+
+
+@needs_binary
+def test_compressed_messages_are_inflated_within_the_limit(native):
+    """gRPC message compression (gzip, deflate) is inflated at the edge and forwarded as the same request;
+    a bomb (40 MiB of zeros in about 40 KB) is refused while it inflates, before anything is forwarded."""
+    address, recorder = native
+    with grpc.insecure_channel(address) as channel:
+        call = channel.unary_unary(f"/{SERVICE}/ModelInfer")
+        for algorithm in (grpc.Compression.Gzip, grpc.Compression.Deflate):
+            recorder.received.clear()
+            call(VALID, timeout=10, compression=algorithm)
+            (forwarded,) = recorder.received
+            assert pb.ModelInferRequest.FromString(forwarded) == python_verdict(VALID)[1], algorithm
+        recorder.received.clear()
+        bomb = infer(inputs=[tensor(shape=(1, 4))]).SerializeToString()
+        bomb += b"\x3a" + _varint(40 << 20) + bytes(40 << 20)
+        with pytest.raises(grpc.RpcError) as caught:
+            call(bomb, timeout=30, compression=grpc.Compression.Gzip)
+    assert caught.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert "larger than max" in caught.value.details()
+    assert recorder.received == []

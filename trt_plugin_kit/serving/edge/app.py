@@ -99,7 +99,7 @@ async def serve(args: argparse.Namespace) -> int:
             raise OSError(f"cannot listen on {args.grpc} (gRPC): {error}") from None
     else:
         log.warning(
-            "the native gRPC front is not built (make edge-native, with libgrpc++-dev): gRPC is served by "
+            "the native gRPC front is not built (make edge-native, with libnghttp2-dev): gRPC is served by "
             "the Python front, at several times the CPU per call"
         )
         credentials = grpc_tls_credentials(args)

@@ -64,6 +64,8 @@ def configuration(
         "max_parameters": limits.MAX_PARAMETERS,
         "max_shape_dims": limits.MAX_SHAPE_DIMS,
         "upstream_timeout_ms": int(limits.UPSTREAM_TIMEOUT_S * 1000),
+        "header_timeout_ms": int(limits.HEADER_TIMEOUT_S * 1000),
+        "body_timeout_ms": int(limits.BODY_TIMEOUT_S * 1000),
         "max_grpc_concurrent_rpcs": limits.MAX_GRPC_CONCURRENT_RPCS,
         "max_grpc_streams_per_connection": limits.MAX_GRPC_STREAMS_PER_CONNECTION,
         "max_grpc_metadata_bytes": limits.MAX_GRPC_METADATA_BYTES,
