@@ -175,7 +175,7 @@ def test_a_40_mib_payload_is_refused_and_the_server_keeps_serving(client):
     with pytest.raises(InferenceServerException) as refused:
         bytes_request(client, b"\x89PNG\r\n\x1a\n" + bytes(40 * 1024 * 1024))
     message = str(refused.value)
-    # HTTP: the edge's body limit; gRPC: gRPC core's message limit at the edge, from the length prefix.
+    # HTTP: the edge's body limit; gRPC: the edge's message limit, judged from the length prefix.
     assert any(words in message.lower() for words in ("too large", "larger than max")), message
     assert_still_serving(client)
 

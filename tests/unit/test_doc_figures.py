@@ -320,28 +320,16 @@ CLAIMS = [
         lambda: f"{max(v for k, v in lifecycle_rss_growth().items() if k != 'L2Normalize'):.2f}",
     ),
     Claim("docs/reliability.md", r"TensorRT 11\.1 headers, (\d+) s in all", lambda: str(stress_seconds())),
-    # docs/SECURITY.md <- records/edge/edge-overhead.json (scripts/bench_edge.py): the record now
-    Claim("docs/SECURITY.md", r"\*\*Run \d+, the record now\*\* \((\w+),", lambda: record(EDGE)["commit"]),
+    # docs/SECURITY.md <- records/edge/edge-overhead.json (scripts/bench_edge.py): the record's column
+    Claim("docs/SECURITY.md", r"the record, run \d+ \((\w+)\)", lambda: record(EDGE)["commit"]),
     *(
-        Claim("docs/SECURITY.md", rf"\*\*Run \d+, the record now\*\*[^|]*?{pattern}", figures)
-        for pattern, figures in [
-            (
-                r"HTTP \*\*([\d.]+\*\* \([\d.]+\)) JSON l2norm",
-                lambda: edge_ratios("http: l2norm [1,512] JSON"),
-            ),
-            (r"\*\*([\d.]+\*\* \([\d.]+\)) binary", lambda: edge_ratios("http: l2norm [1,512] binary")),
-            (
-                r"\*\*([\d.]+\*\* \([\d.]+\)) pipeline; gRPC",
-                lambda: edge_ratios("http: mnist_pipeline PNG"),
-            ),
-            (
-                r"gRPC\s+\*\*([\d.]+\*\* \([\d.]+\)) l2norm",
-                lambda: edge_ratios("grpc: l2norm [1,512] raw"),
-            ),
-            (
-                r"l2norm, \*\*([\d.]+\*\* \([\d.]+\)) pipeline\.",
-                lambda: edge_ratios("grpc: mnist_pipeline PNG"),
-            ),
+        Claim("docs/SECURITY.md", rf"\| {label} \|[^\n]*\| \*\*([\d.]+\*\* \([\d.]+\)) \|\n", figures)
+        for label, figures in [
+            ("gRPC l2norm", lambda: edge_ratios("grpc: l2norm [1,512] raw")),
+            ("gRPC mnist_pipeline", lambda: edge_ratios("grpc: mnist_pipeline PNG")),
+            ("HTTP l2norm JSON", lambda: edge_ratios("http: l2norm [1,512] JSON")),
+            ("HTTP l2norm binary", lambda: edge_ratios("http: l2norm [1,512] binary")),
+            ("HTTP mnist_pipeline", lambda: edge_ratios("http: mnist_pipeline PNG")),
         ]
     ),
 ]

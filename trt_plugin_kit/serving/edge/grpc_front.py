@@ -1,7 +1,8 @@
 """The edge's gRPC side: inference.GRPCInferenceService, method by method, under the HTTP side's rules.
 
-gRPC core (C) does the HTTP/2 framing and refuses a message longer than limits.MAX_GRPC_MESSAGE_BYTES
-from its length prefix, before buffering it. Every request is parsed into its protobuf message here; an
+gRPC core (C, grpcio's server) does the HTTP/2 framing and refuses a message longer than
+limits.MAX_GRPC_MESSAGE_BYTES from its length prefix, before buffering it (the compiled front does the same
+on nghttp2). Every request is parsed into its protobuf message here; an
 inference request becomes a trt_plugin_kit.serving.edge.tensors.InferRequest, is checked against the model,
 and is
 re-encoded into a fresh message (typed ``contents`` become ``raw_input_contents``; unknown fields and client
