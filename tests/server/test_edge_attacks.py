@@ -14,6 +14,7 @@ The crash loop (class 9) is tested elsewhere.
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import io
 import json
@@ -954,6 +955,35 @@ def test_grpc_messages_over_the_limit_are_refused_before_buffering(triton_server
         assert code == "RESOURCE_EXHAUSTED" and "larger than max" in details, (code, details)
     grown = sum(map(_rss, edge)) - before
     assert grown < 100 * 1024 * 1024, f"the edge grew by {grown >> 20} MiB over five refused 40 MiB messages"
+    assert_unharmed(triton_server, baseline)
+
+
+def test_grpc_calls_whose_deadlines_pass_in_flight_leave_tritonserver_running(triton_server, baseline):
+    """16 clients for 8 s, each call with a deadline of 0.5 to 5 ms (most pass while tritonserver works on the
+    call) or 1 s. When the edge cancelled tritonserver's calls as their clients' deadlines passed (the gRPC
+    C++ front and the first nghttp2 one), Triton 2.51 died of SIGSEGV within seconds in 2 runs of 3; clients
+    straight at tritonserver did not kill it. The edge answers DEADLINE_EXCEEDED and lets the call finish."""
+    message = l2norm_infer_message(2048)
+    counts: dict[str, int] = {}
+
+    async def client(stop: float) -> None:
+        rng = np.random.default_rng()
+        async with grpc.aio.insecure_channel(triton_server.grpc_url) as channel:
+            call = channel.unary_unary(f"/{SERVICE}/ModelInfer")
+            while time.monotonic() < stop:
+                try:
+                    await call(message, timeout=float(rng.choice([0.0005, 0.002, 0.005, 1.0])))
+                    code = "OK"
+                except grpc.aio.AioRpcError as error:
+                    code = error.code().name
+                counts[code] = counts.get(code, 0) + 1
+
+    async def clients() -> None:
+        stop = time.monotonic() + 8
+        await asyncio.gather(*(client(stop) for _ in range(16)))
+
+    asyncio.run(clients())
+    assert set(counts) == {"OK", "DEADLINE_EXCEEDED"}, counts
     assert_unharmed(triton_server, baseline)
 
 

@@ -345,7 +345,8 @@ struct Call
     bool hasAdminKey = false;
     size_t metadataBytes = 0;
     bool haveDeadline = false;
-    Clock::time_point deadline;
+    Clock::time_point deadline;    // the client's (grpc-timeout)
+    Clock::time_point upstreamBy;  // tritonserver's answer is due (upstream_timeout_ms after it was sent)
     std::multimap<Clock::time_point, Call*>::iterator timer;
     bool timed = false;
 
@@ -388,6 +389,7 @@ void Call::maybeDelete()
 {
     if (down == nullptr && up == nullptr)
     {
+        if (counted) --gInFlight;
         cancelTimer(this);
         delete this;
     }
@@ -641,12 +643,10 @@ void Downstream::detach(Call* call)
     nghttp2_session_set_stream_user_data(session_, call->downId, nullptr);
     calls_.erase(call);
     call->down = nullptr;
-    if (call->counted)
-    {
-        --gInFlight;
-        call->counted = false;
-    }
-    if (call->up != nullptr) call->up->detach(call, true);  // the client left: so does tritonserver's call
+    // A client that leaves (or whose deadline passed) does not cancel tritonserver's call: Triton 2.51 dies
+    // of calls cancelled on a connection that multiplexes many (SIGSEGV within seconds of calls with
+    // millisecond deadlines, measured here; the same clients connected directly did not crash it). The call
+    // runs to its end, its answer is dropped, and it counts against the calls in flight until then.
     call->maybeDelete();
 }
 
@@ -833,12 +833,12 @@ void Upstream::submit(Call* call)
         if (fresh == nullptr) return call->down->refuse(call, Code::UNAVAILABLE, gConfig.unreachable);
         return fresh->submit(call);
     }
-    Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(gConfig.L("upstream_timeout_ms"));
-    if (call->haveDeadline) deadline = std::min(deadline, call->deadline);
-    setTimer(call, deadline);
-    int64_t remaining = std::max<int64_t>(
-        1, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
-    std::string path = "/" + gConfig.service + "/" + call->method, timeout = std::to_string(remaining) + "m";
+    // tritonserver is given the edge's own limit, never the client's deadline: every call it starts runs to
+    // its end (see Downstream::detach); the client's deadline is kept here.
+    call->upstreamBy = Clock::now() + std::chrono::milliseconds(gConfig.L("upstream_timeout_ms"));
+    setTimer(call, call->haveDeadline ? std::min(call->upstreamBy, call->deadline) : call->upstreamBy);
+    std::string path = "/" + gConfig.service + "/" + call->method,
+                timeout = std::to_string(gConfig.L("upstream_timeout_ms")) + "m";
     std::vector<nghttp2_nv> headers = {header(":method", "POST"),
                                        header(":scheme", "http"),
                                        header(":path", path),
@@ -1062,10 +1062,23 @@ void makeCallbacks()
     nghttp2_session_callbacks_set_on_stream_close_callback(gClientCallbacks, Upstream::onClose);
 }
 
-// Expired deadlines: the call is cancelled upstream and answered DEADLINE_EXCEEDED.
 Listener* gListener = nullptr;
 int gWake = -1;  // an eventfd: stopServing() wakes the loop with it
 
+// At the end: every connection closed and its calls ended, so that nothing is left to the process's exit.
+void closeAll()
+{
+    for (Downstream* down : std::vector<Downstream*>(gDownstreams.begin(), gDownstreams.end())) down->die();
+    if (gTriton != nullptr) gTriton->die();
+    if (gPython != nullptr) gPython->die();
+    for (Connection* connection : gDead) delete connection;
+    gDead.clear();
+    gDirty.clear();
+    delete gListener;  // stopped (its socket closed) when the stop began
+    gListener = nullptr;
+}
+
+// Expired deadlines: the call is cancelled upstream and answered DEADLINE_EXCEEDED.
 int expire()
 {
     Clock::time_point now = Clock::now();
@@ -1073,12 +1086,19 @@ int expire()
     {
         Call* call = gTimers.begin()->second;
         cancelTimer(call);
-        if (call->up != nullptr)
+        bool clientDeadline = call->haveDeadline && call->deadline <= now;
+        if (call->up != nullptr && call->upstreamBy > now)
+        {
+            // The client's deadline: it is answered; tritonserver's call goes on until it ends or is due.
+            if (call->down != nullptr) call->down->refuse(call, Code::DEADLINE_EXCEEDED, "Deadline Exceeded");
+            setTimer(call, call->upstreamBy);
+            continue;
+        }
+        if (call->up != nullptr)  // tritonserver did not answer in time: the Python edge probes the model
         {
             call->up->detach(call, true);
             if (call->method == "ModelInfer") say("fail " + call->model);
         }
-        bool clientDeadline = call->haveDeadline && call->deadline <= now;
         if (call->down != nullptr && !call->requestEnded && !clientDeadline)
             call->down->refuse(call, Code::DEADLINE_EXCEEDED,
                                "the request did not arrive within " +
@@ -1119,7 +1139,7 @@ void serve()
                 listener->stop();
                 stopBy = Clock::now() + std::chrono::seconds(1);
             }
-            if (gInFlight == 0 || Clock::now() >= stopBy) return;
+            if (gInFlight == 0 || Clock::now() >= stopBy) return closeAll();
             timeout = std::min(timeout, 50);
         }
         int n = epoll_wait(gEpoll, events, 256, timeout);
