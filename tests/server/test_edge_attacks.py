@@ -214,8 +214,9 @@ class RawGrpc:
         )
 
     @classmethod
-    def opening(cls, method: str, metadata: list[tuple[bytes, bytes]]) -> bytes:
-        """The connection preface, SETTINGS and stream 1's request headers (no message yet)."""
+    def opening(cls, method: str, metadata: list[tuple[bytes, bytes]], settings: bytes = b"") -> bytes:
+        """The connection preface, SETTINGS (`settings`: its payload) and stream 1's request headers (no
+        message yet)."""
         headers = [
             (b":method", b"POST"),
             (b":scheme", b"http"),
@@ -240,7 +241,7 @@ class RawGrpc:
             )
             for index, piece in enumerate(pieces)
         ]
-        return cls.PREFACE + cls.frame(cls.SETTINGS, 0, 0, b"") + b"".join(frames)
+        return cls.PREFACE + cls.frame(cls.SETTINGS, 0, 0, settings) + b"".join(frames)
 
     @classmethod
     def headers_of(cls, answer: bytes) -> dict[str, str]:
@@ -744,6 +745,16 @@ def stalled_connections(triton_server):
             + RawGrpc.frame(RawGrpc.DATA, 0, 1, b"\x00" + struct.pack(">I", 1 << 20) + bytes(10)),
             protocol="grpc",
         )
+        # A ModelInfer sent whole by a client that opens no flow-control window (SETTINGS_INITIAL_WINDOW_SIZE
+        # 0) and never reads its answer.
+        message = l2norm_infer_message(2048)
+        stalls["grpc: answer never read"] = Stall(
+            RawGrpc.opening("ModelInfer", [], settings=struct.pack(">HI", 4, 0))
+            + RawGrpc.frame(
+                RawGrpc.DATA, RawGrpc.END_STREAM, 1, b"\x00" + struct.pack(">I", len(message)) + message
+            ),
+            protocol="grpc",
+        )
     stop = threading.Event()
     for stall in stalls.values():
         stall.thread = threading.Thread(target=_stall, args=(triton_server, stall, stop), daemon=True)
@@ -797,6 +808,18 @@ def test_a_stalled_grpc_message_is_answered_deadline_exceeded(triton_server, bas
     assert trailers.get("grpc-status") == str(grpc.StatusCode.DEADLINE_EXCEEDED.value[0]), (trailers, stall)
     assert "did not arrive within" in trailers["grpc-message"], trailers
     assert limits.BODY_TIMEOUT_S - 1 <= answered_s <= limits.BODY_TIMEOUT_S + 5, stall
+    assert_unharmed(triton_server, baseline)
+
+
+@pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
+def test_a_grpc_connection_whose_answer_does_not_move_is_closed_after_the_body_timeout(
+    triton_server, baseline, stalled_connections
+):
+    """Its call would otherwise count against the calls in flight for as long as the client likes."""
+    stall = stalled_connections["grpc: answer never read"]
+    stall.thread.join(STALL_LIMIT_S + 5)
+    assert stall.closed_s is not None, stall
+    assert limits.BODY_TIMEOUT_S - 1 <= stall.closed_s <= limits.BODY_TIMEOUT_S + 5, stall
     assert_unharmed(triton_server, baseline)
 
 

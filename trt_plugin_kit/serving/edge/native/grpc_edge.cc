@@ -21,7 +21,9 @@
 // Limits (edge/limits.py): streams per connection and header-list size announced in SETTINGS and enforced
 // (metadata over the limit: RESOURCE_EXHAUSTED); calls in flight; a connection that completes no preface (or
 // TLS handshake) within the header timeout is closed; a request not received within the body timeout is
-// refused DEADLINE_EXCEEDED; a connection whose answers are not being read is not read from either.
+// refused DEADLINE_EXCEEDED; a connection whose answers are not being read is not read from either, and is
+// closed once they have not moved for the body timeout. A client's deadline or departure never cancels
+// tritonserver's call (Triton 2.51 dies of that: grpc_transport.cc, Downstream::detach).
 //
 // ModelInferRequest is parsed by hand (protobuf's wire format) rather than through code generated from
 // tritonclient's descriptors: it is the one message this program reads or writes, its tensors stay views of

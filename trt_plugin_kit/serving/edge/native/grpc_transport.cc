@@ -228,6 +228,7 @@ public:
             if (n < 0) return die();
             if (n == 0) break;  // the socket is full: EPOLLOUT tells when it drains
             sent_ += static_cast<size_t>(n);
+            lastSent_ = Clock::now();
         }
         bool blocked = sent_ < out_.size();
         if (!nghttp2_session_want_read(session_) && !nghttp2_session_want_write(session_) && !blocked)
@@ -252,6 +253,7 @@ public:
         gDead.push_back(this);
     }
     bool dead() const { return dead_; }
+    Clock::time_point lastSent() const { return lastSent_; }
     nghttp2_session* session() const { return session_; }
 
 protected:
@@ -326,6 +328,7 @@ protected:
     size_t sent_ = 0;
     uint32_t events_ = 0;
     bool dirty_ = false, dead_ = false;
+    Clock::time_point lastSent_ = Clock::now();
 };
 
 class Downstream;
@@ -354,6 +357,7 @@ struct Call
     size_t expected = 0;  // prefix + length, once the prefix is in
     bool refusedEarly = false, requestEnded = false, answered = false, overflow = false;
     bool counted = false;
+    bool sending = false;  // its answer is submitted on its connection, which has not closed the stream
 
     std::string upstreamBody;  // framed, re-encoded request
     size_t upstreamSent = 0;
@@ -446,6 +450,7 @@ public:
 private:
     void onDeath() override;
     bool pauseWhenBlocked() const override { return true; }
+    void awaitSending(Call* call);
     void requestDone(Call* call);
     void dispatch(Call* call);
     void infer(Call* call);
@@ -471,6 +476,8 @@ public:  // nghttp2's callbacks (makeCallbacks)
 
     Clock::time_point born = Clock::now();
     bool heard = false;  // a frame arrived: the preface (and TLS handshake) are done
+    int waiting = 0;     // answers submitted whose streams have not closed (not yet sent, or not yet read)
+    Clock::time_point waitingSince;  // when the last of them was sent or `waiting` became non-zero
 };
 
 // The public connections, for the sweep that closes those silent past the header timeout.
@@ -495,13 +502,22 @@ Downstream::Downstream(int fd, SSL* ssl) : Connection(fd, ssl)
     start(EPOLLIN);
 }
 
-// A connection that has not finished its TLS handshake and HTTP/2 preface within the header timeout is closed
-// (a client that connects and says nothing holds no descriptor for long).
-void sweepSilent()
+// Once a second: a connection that has not finished its TLS handshake and HTTP/2 preface within the header
+// timeout is closed (a client that connects and says nothing holds no descriptor for long), and so is one
+// whose answers have not moved for the body timeout (a client that reads nothing, or opens no flow-control
+// window, would otherwise keep its calls counted against the calls in flight for good).
+void sweep()
 {
-    auto cutoff = Clock::now() - std::chrono::milliseconds(gConfig.L("header_timeout_ms"));
+    auto now = Clock::now();
+    auto silentBefore = now - std::chrono::milliseconds(gConfig.L("header_timeout_ms"));
+    auto stuckBefore = now - std::chrono::milliseconds(gConfig.L("body_timeout_ms"));
     for (Downstream* down : std::vector<Downstream*>(gDownstreams.begin(), gDownstreams.end()))
-        if (!down->heard && down->born < cutoff) down->die();
+    {
+        if (!down->heard && down->born < silentBefore)
+            down->die();
+        else if (down->waiting > 0 && std::max(down->lastSent(), down->waitingSince) < stuckBefore)
+            down->die();
+    }
 }
 
 int Downstream::onBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame, void* self)
@@ -640,6 +656,12 @@ int Downstream::onClose(nghttp2_session* session, int32_t id, uint32_t, void* se
 
 void Downstream::detach(Call* call)
 {
+    if (call->sending)
+    {
+        call->sending = false;
+        --waiting;
+        waitingSince = Clock::now();  // an answer went: the others get the whole timeout again
+    }
     nghttp2_session_set_stream_user_data(session_, call->downId, nullptr);
     calls_.erase(call);
     call->down = nullptr;
@@ -737,6 +759,13 @@ void Downstream::refuse(Call* call, Code code, const std::string& message)
     nghttp2_nv headers[] = {header(":status", "200"), header("content-type", "application/grpc"),
                             header("grpc-status", status), header("grpc-message", text)};
     nghttp2_submit_response(session_, call->downId, headers, 4, nullptr);
+    awaitSending(call);
+}
+
+void Downstream::awaitSending(Call* call)
+{
+    call->sending = true;
+    if (waiting++ == 0) waitingSince = Clock::now();
     markDirty();
 }
 
@@ -784,7 +813,7 @@ void Downstream::answer(Call* call)
     body.source.ptr = call;
     body.read_callback = readResponse;
     nghttp2_submit_response(session_, call->downId, headers, 2, &body);
-    markDirty();
+    awaitSending(call);
 }
 
 // ---------------------------------------------------------------------------------------------- upstream's
@@ -1125,7 +1154,7 @@ void serve()
         int timeout = expire();
         if (Clock::now() >= sweepAt)
         {
-            sweepSilent();
+            sweep();
             sweepAt = Clock::now() + std::chrono::seconds(1);
         }
         for (size_t i = 0; i < gDirty.size(); ++i) gDirty[i]->flush();  // a flush can mark others dirty
