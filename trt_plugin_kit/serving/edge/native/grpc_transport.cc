@@ -70,7 +70,7 @@ std::string percentDecode(std::string_view text)
     std::string out;
     for (size_t i = 0; i < text.size(); ++i)
     {
-        if (text[i] == '%' && i + 2 < text.size() + 0 && value(text[i + 1]) >= 0 && value(text[i + 2]) >= 0)
+        if (text[i] == '%' && i + 2 < text.size() && value(text[i + 1]) >= 0 && value(text[i + 2]) >= 0)
         {
             out += static_cast<char>(value(text[i + 1]) * 16 + value(text[i + 2]));
             i += 2;
@@ -81,39 +81,24 @@ std::string percentDecode(std::string_view text)
     return out;
 }
 
-// grpc-timeout: up to 8 digits and a unit; false when malformed.
+// grpc-timeout: up to 8 digits and a unit (Hours, Minutes, Seconds, milli, micro, nano); false when
+// malformed. Capped at 10^9 s, so that the deadline fits the clock.
 bool parseTimeout(std::string_view value, Clock::duration& timeout)
 {
+    static const std::map<char, double> kSecondsPerUnit = {{'H', 3600.0}, {'M', 60.0}, {'S', 1.0},
+                                                           {'m', 1e-3},   {'u', 1e-6}, {'n', 1e-9}};
     if (value.size() < 2 || value.size() > 9) return false;
+    auto unit = kSecondsPerUnit.find(value.back());
+    if (unit == kSecondsPerUnit.end()) return false;
     int64_t n = 0;
     for (char c : value.substr(0, value.size() - 1))
     {
         if (c < '0' || c > '9') return false;
         n = n * 10 + (c - '0');
     }
-    switch (value.back())
-    {
-        case 'H':
-            timeout = std::chrono::hours(n);
-            return true;
-        case 'M':
-            timeout = std::chrono::minutes(n);
-            return true;
-        case 'S':
-            timeout = std::chrono::seconds(n);
-            return true;
-        case 'm':
-            timeout = std::chrono::milliseconds(n);
-            return true;
-        case 'u':
-            timeout = std::chrono::microseconds(n);
-            return true;
-        case 'n':
-            timeout = std::chrono::nanoseconds(n);
-            return true;
-        default:
-            return false;
-    }
+    std::chrono::duration<double> seconds(std::min(static_cast<double>(n) * unit->second, 1e9));
+    timeout = std::chrono::duration_cast<Clock::duration>(seconds);
+    return true;
 }
 
 // A gzip or deflate message, inflated to at most `limit` bytes (gRPC's message compression).
@@ -399,6 +384,17 @@ void Call::maybeDelete()
     }
 }
 
+// A header field of a HEADERS frame as views, and the call of its stream (nullptr: none, or another frame).
+Call* headerField(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
+                  size_t nameLength, const uint8_t* value, size_t valueLength, std::string_view& key,
+                  std::string_view& text)
+{
+    if (frame->hd.type != NGHTTP2_HEADERS) return nullptr;
+    key = std::string_view(reinterpret_cast<const char*>(name), nameLength);
+    text = std::string_view(reinterpret_cast<const char*>(value), valueLength);
+    return static_cast<Call*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+}
+
 nghttp2_nv header(std::string_view name, std::string_view value)
 {
     return {reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
@@ -537,11 +533,9 @@ int Downstream::onBeginHeaders(nghttp2_session* session, const nghttp2_frame* fr
 int Downstream::onHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                          size_t nameLength, const uint8_t* value, size_t valueLength, uint8_t, void*)
 {
-    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    auto* call = static_cast<Call*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+    std::string_view key, text;
+    Call* call = headerField(session, frame, name, nameLength, value, valueLength, key, text);
     if (call == nullptr) return 0;
-    std::string_view key(reinterpret_cast<const char*>(name), nameLength);
-    std::string_view text(reinterpret_cast<const char*>(value), valueLength);
     call->metadataBytes += nameLength + valueLength + 32;  // HTTP/2's measure of a header list
     if (call->metadataBytes > static_cast<size_t>(gConfig.L("max_grpc_metadata_bytes")))
         return 0;  // refused once the headers are in (onFrame); nothing more of them is kept
@@ -901,11 +895,9 @@ ssize_t Upstream::readBody(nghttp2_session*, int32_t, uint8_t* buffer, size_t le
 int Upstream::onHeader(nghttp2_session* session, const nghttp2_frame* frame, const uint8_t* name,
                        size_t nameLength, const uint8_t* value, size_t valueLength, uint8_t, void*)
 {
-    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-    auto* call = static_cast<Call*>(nghttp2_session_get_stream_user_data(session, frame->hd.stream_id));
+    std::string_view key, text;
+    Call* call = headerField(session, frame, name, nameLength, value, valueLength, key, text);
     if (call == nullptr) return 0;
-    std::string_view key(reinterpret_cast<const char*>(name), nameLength);
-    std::string_view text(reinterpret_cast<const char*>(value), valueLength);
     if (key == ":status")
         call->httpStatus = std::atoi(std::string(text).c_str());
     else if (key == "grpc-status")
