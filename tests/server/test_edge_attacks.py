@@ -1006,7 +1006,10 @@ def test_grpc_calls_whose_deadlines_pass_in_flight_leave_tritonserver_running(tr
         await asyncio.gather(*(client(stop) for _ in range(16)))
 
     asyncio.run(clients())
-    assert set(counts) == {"OK", "DEADLINE_EXCEEDED"}, counts
+    # UNAVAILABLE: a connection that resets streams faster than nghttp2's rapid-reset guard allows (a burst of
+    # 1,000, then 33 a second) is told GOAWAY; tritonserver and the edge must still be the same processes.
+    assert counts.get("OK") and counts.get("DEADLINE_EXCEEDED"), counts
+    assert set(counts) <= {"OK", "DEADLINE_EXCEEDED", "UNAVAILABLE"}, counts
     assert_unharmed(triton_server, baseline)
 
 
