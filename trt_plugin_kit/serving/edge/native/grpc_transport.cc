@@ -732,7 +732,11 @@ void Downstream::infer(Call* call)
     call->upstreamBody = framed(payload);
     call->hasAdminKey = false;  // ModelInfer carries no metadata upstream
     if (gTriton == nullptr || gTriton->dead()) gTriton = Upstream::dial(gConfig.upstream);
-    if (gTriton == nullptr) return refuse(call, Code::UNAVAILABLE, gConfig.unreachable);
+    if (gTriton == nullptr)
+    {
+        say("fail " + call->model);  // its socket refuses connections: the Python edge probes the model
+        return refuse(call, Code::UNAVAILABLE, gConfig.unreachable);
+    }
     gTriton->submit(call);
 }
 
