@@ -155,11 +155,11 @@ LONGEST_FIRST = (
     "tests/server/test_serving_hardening.py",  # 99 s (a killing request resent for a minute)
     "tests/server/test_soak.py",  # 65 s (a one-minute soak)
     "tests/library/test_scaffold.py",  # 59 s (the tutorial: build, serve, load test)
+    "tests/server/test_edge_attacks.py",  # 52 s (the slow-client stalls, two 8 s crowds of abandoned calls)
     "tests/server/test_serving_launcher.py",  # 51 s
     "tests/server/test_loadtest_smoke.py",  # 51 s
     "tests/server/test_monitoring_prometheus.py",  # 39 s
     "tests/server/test_clients_server.py",  # 38 s
-    "tests/server/test_edge_attacks.py",  # 32 s
     "tests/server/test_readme_fresh_clone.py",  # 24 s
     "tests/unit/test_onnx_eval.py",  # 23 s
     "tests/library/test_tensorrt_rtx.py",  # 21 s

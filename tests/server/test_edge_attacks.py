@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import aiohttp
 import grpc
 import hpack
 import numpy as np
@@ -1010,6 +1011,41 @@ def test_grpc_calls_whose_deadlines_pass_in_flight_leave_tritonserver_running(tr
     # 1,000, then 33 a second) is told GOAWAY; tritonserver and the edge must still be the same processes.
     assert counts.get("OK") and counts.get("DEADLINE_EXCEEDED"), counts
     assert set(counts) <= {"OK", "DEADLINE_EXCEEDED", "UNAVAILABLE"}, counts
+    assert_unharmed(triton_server, baseline)
+
+
+def test_http_requests_given_up_in_flight_leave_tritonserver_running(triton_server, baseline):
+    """The HTTP side of the test above: 16 clients for 8 s, each request given up after 0.5 to 5 ms (its
+    connection closed while the edge or tritonserver works on it) or given 1 s. Tried when the gRPC crash was
+    found: tritonserver was unharmed; this keeps it so."""
+    body = json.dumps(
+        {"inputs": [{"name": "vector", "shape": [1, 512], "datatype": "FP32", "data": [1.0] * 512}]}
+    ).encode()
+    counts: dict[str, int] = {}
+
+    async def client(stop: float) -> None:
+        rng = np.random.default_rng()
+        async with aiohttp.ClientSession() as session:
+            while time.monotonic() < stop:
+                timeout = aiohttp.ClientTimeout(total=float(rng.choice([0.0005, 0.002, 0.005, 1.0])))
+                url = f"http://{triton_server.http_url}/v2/models/l2norm/infer"
+                try:
+                    async with session.post(url, data=body, timeout=timeout) as answer:
+                        await answer.read()
+                        code = str(answer.status)
+                except asyncio.TimeoutError:
+                    code = "given up"
+                except aiohttp.ClientError as error:
+                    code = type(error).__name__
+                counts[code] = counts.get(code, 0) + 1
+
+    async def clients() -> None:
+        stop = time.monotonic() + 8
+        await asyncio.gather(*(client(stop) for _ in range(16)))
+
+    asyncio.run(clients())
+    assert counts.get("200") and counts.get("given up"), counts
+    assert set(counts) == {"200", "given up"}, counts
     assert_unharmed(triton_server, baseline)
 
 
