@@ -1049,6 +1049,47 @@ def test_http_requests_given_up_in_flight_leave_tritonserver_running(triton_serv
     assert_unharmed(triton_server, baseline)
 
 
+H2_FLOODS = {
+    # name: (the first frames after the preface and SETTINGS, the frames sent again and again)
+    "PING, answers never read": (b"", RawGrpc.frame(RawGrpc.PING, 0, 0, b"12345678") * 1000),
+    "CONTINUATION without end": (
+        RawGrpc.frame(RawGrpc.HEADERS, 0, 1, b"\x00\x01a\x01b"),
+        RawGrpc.frame(RawGrpc.CONTINUATION, 0, 1, b"\x00\x01a\x01b" * 2000) * 10,
+    ),
+    "SETTINGS": (b"", RawGrpc.frame(RawGrpc.SETTINGS, 0, 0, struct.pack(">HI", 3, 100) * 10) * 1000),
+    "RST_STREAM on idle streams": (
+        b"",
+        b"".join(RawGrpc.frame(RawGrpc.RST_STREAM, 0, 2 * i + 1, struct.pack(">I", 8)) for i in range(1000)),
+    ),
+}
+
+
+@pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
+@pytest.mark.parametrize("flood", list(H2_FLOODS))
+def test_http2_floods_end_the_connection_and_cost_the_edge_nothing(triton_server, baseline, flood):
+    """HTTP/2's own floods at the gRPC port (CVE-2019-9512/9515, CVE-2023-44487, CVE-2024-28182 classes):
+    nghttp2 ends the connection within the first frames, the compiled front's memory does not grow."""
+    first, again = H2_FLOODS[flood]
+    front = edge_children(triton_server)
+    before = sum(map(_rss, front))
+    host, _, port = triton_server.grpc_url.rpartition(":")
+    ended = None
+    with socket.create_connection((host, int(port)), timeout=5) as connection:
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the edge's answers pile up
+        started = time.monotonic()
+        try:
+            connection.sendall(RawGrpc.PREFACE + RawGrpc.frame(RawGrpc.SETTINGS, 0, 0, b"") + first)
+            while time.monotonic() - started < 10:
+                connection.sendall(again)
+        except OSError as error:  # reset or broken pipe: the edge closed it
+            ended = time.monotonic() - started
+            assert isinstance(error, (ConnectionResetError, BrokenPipeError)), error
+    assert ended is not None and ended < 5, f"{flood}: the connection was still open after 10 s"
+    grown = sum(map(_rss, front)) - before
+    assert grown < 16 * 1024 * 1024, f"{flood}: the compiled front grew by {grown >> 20} MiB"
+    assert_unharmed(triton_server, baseline)
+
+
 def test_two_300_mib_messages_then_the_pipeline_answers(triton_server, baseline):
     message = l2norm_infer_message(300 << 20)
     for _ in range(2):
