@@ -15,6 +15,7 @@ The crash loop (class 9) is tested elsewhere.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import io
 import json
@@ -982,31 +983,51 @@ def test_grpc_messages_over_the_limit_are_refused_before_buffering(triton_server
     assert_unharmed(triton_server, baseline)
 
 
-def test_grpc_calls_whose_deadlines_pass_in_flight_leave_tritonserver_running(triton_server, baseline):
-    """16 clients for 8 s, each call with a deadline of 0.5 to 5 ms (most pass while tritonserver works on the
-    call) or 1 s. When the edge cancelled tritonserver's calls as their clients' deadlines passed (the gRPC
-    C++ front and the first nghttp2 one), Triton 2.51 died of SIGSEGV within seconds in 2 runs of 3; clients
-    straight at tritonserver did not kill it. The edge answers DEADLINE_EXCEEDED and lets the call finish."""
-    message = l2norm_infer_message(2048)
+CROWD_DEADLINES_S = (0.0005, 0.002, 0.005, 1.0)  # most pass while the call is being worked on
+
+
+def abandoned_call_crowd(open_client) -> dict[str, int]:
+    """16 clients for 8 s, each call given a deadline from CROWD_DEADLINES_S; the answers counted by kind.
+    `open_client()`: an async context manager yielding `once(deadline_s) -> kind` (one call)."""
     counts: dict[str, int] = {}
 
     async def client(stop: float) -> None:
         rng = np.random.default_rng()
-        async with grpc.aio.insecure_channel(triton_server.grpc_url) as channel:
-            call = channel.unary_unary(f"/{SERVICE}/ModelInfer")
+        async with open_client() as once:
             while time.monotonic() < stop:
-                try:
-                    await call(message, timeout=float(rng.choice([0.0005, 0.002, 0.005, 1.0])))
-                    code = "OK"
-                except grpc.aio.AioRpcError as error:
-                    code = error.code().name
-                counts[code] = counts.get(code, 0) + 1
+                kind = await once(float(rng.choice(CROWD_DEADLINES_S)))
+                counts[kind] = counts.get(kind, 0) + 1
 
-    async def clients() -> None:
+    async def crowd() -> None:
         stop = time.monotonic() + 8
         await asyncio.gather(*(client(stop) for _ in range(16)))
 
-    asyncio.run(clients())
+    asyncio.run(crowd())
+    return counts
+
+
+def test_grpc_calls_whose_deadlines_pass_in_flight_leave_tritonserver_running(triton_server, baseline):
+    """The crowd over gRPC. When the edge cancelled tritonserver's calls as their clients' deadlines passed
+    (the gRPC C++ front and the first nghttp2 one), Triton 2.51 died of SIGSEGV within seconds (3 runs of 3);
+    clients straight at tritonserver did not kill it. The edge answers DEADLINE_EXCEEDED and lets the call
+    finish."""
+    message = l2norm_infer_message(2048)
+
+    @contextlib.asynccontextmanager
+    async def open_client():
+        async with grpc.aio.insecure_channel(triton_server.grpc_url) as channel:
+            call = channel.unary_unary(f"/{SERVICE}/ModelInfer")
+
+            async def once(deadline_s: float) -> str:
+                try:
+                    await call(message, timeout=deadline_s)
+                    return "OK"
+                except grpc.aio.AioRpcError as error:
+                    return error.code().name
+
+            yield once
+
+    counts = abandoned_call_crowd(open_client)
     # UNAVAILABLE: a connection that resets streams faster than nghttp2's rapid-reset guard allows (a burst of
     # 1,000, then 33 a second) is told GOAWAY; tritonserver and the edge must still be the same processes.
     assert counts.get("OK") and counts.get("DEADLINE_EXCEEDED"), counts
@@ -1015,35 +1036,32 @@ def test_grpc_calls_whose_deadlines_pass_in_flight_leave_tritonserver_running(tr
 
 
 def test_http_requests_given_up_in_flight_leave_tritonserver_running(triton_server, baseline):
-    """The HTTP side of the test above: 16 clients for 8 s, each request given up after 0.5 to 5 ms (its
-    connection closed while the edge or tritonserver works on it) or given 1 s. Tried when the gRPC crash was
-    found: tritonserver was unharmed; this keeps it so."""
+    """The crowd over HTTP: each request given up at its deadline (its connection closed while the edge or
+    tritonserver works on it). Tried when the gRPC crash was found: tritonserver was unharmed; this keeps it
+    so."""
+    url = f"http://{triton_server.http_url}/v2/models/l2norm/infer"
     body = json.dumps(
         {"inputs": [{"name": "vector", "shape": [1, 512], "datatype": "FP32", "data": [1.0] * 512}]}
     ).encode()
-    counts: dict[str, int] = {}
 
-    async def client(stop: float) -> None:
-        rng = np.random.default_rng()
+    @contextlib.asynccontextmanager
+    async def open_client():
         async with aiohttp.ClientSession() as session:
-            while time.monotonic() < stop:
-                timeout = aiohttp.ClientTimeout(total=float(rng.choice([0.0005, 0.002, 0.005, 1.0])))
-                url = f"http://{triton_server.http_url}/v2/models/l2norm/infer"
+
+            async def once(deadline_s: float) -> str:
                 try:
+                    timeout = aiohttp.ClientTimeout(total=deadline_s)
                     async with session.post(url, data=body, timeout=timeout) as answer:
                         await answer.read()
-                        code = str(answer.status)
+                        return str(answer.status)
                 except asyncio.TimeoutError:
-                    code = "given up"
+                    return "given up"
                 except aiohttp.ClientError as error:
-                    code = type(error).__name__
-                counts[code] = counts.get(code, 0) + 1
+                    return type(error).__name__
 
-    async def clients() -> None:
-        stop = time.monotonic() + 8
-        await asyncio.gather(*(client(stop) for _ in range(16)))
+            yield once
 
-    asyncio.run(clients())
+    counts = abandoned_call_crowd(open_client)
     assert counts.get("200") and counts.get("given up"), counts
     assert set(counts) == {"200", "given up"}, counts
     assert_unharmed(triton_server, baseline)

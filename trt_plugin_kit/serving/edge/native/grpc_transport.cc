@@ -27,8 +27,7 @@ namespace edge
 namespace
 {
 
-// ---------------------------------------------------------------------------------------------- gRPC's
-// framing
+// ---------------------------------------------------------------------------------------------- framing
 
 using Clock = std::chrono::steady_clock;
 constexpr size_t kPrefix = 5;  // a gRPC message's prefix: compressed flag, 4-byte big-endian length
@@ -239,7 +238,6 @@ public:
     }
     bool dead() const { return dead_; }
     Clock::time_point lastSent() const { return lastSent_; }
-    nghttp2_session* session() const { return session_; }
 
 protected:
     virtual void onDeath() = 0;
@@ -352,7 +350,6 @@ struct Call
     bool haveGrpcStatus = false;
     int grpcStatus = 0;
     std::string grpcMessage;
-    std::string trailerStatus, trailerMessage;  // the answer's trailers
 
     void maybeDelete();
 };
@@ -777,9 +774,8 @@ ssize_t Downstream::readResponse(nghttp2_session* session, int32_t id, uint8_t* 
     if (call->responseSent == call->response.size())
     {
         *flags |= NGHTTP2_DATA_FLAG_EOF | NGHTTP2_DATA_FLAG_NO_END_STREAM;
-        std::string status = call->trailerStatus, text = call->trailerMessage;
-        nghttp2_nv trailers[] = {header("grpc-status", status), header("grpc-message", text)};
-        nghttp2_submit_trailer(session, id, trailers, text.empty() ? 1 : 2);
+        nghttp2_nv trailers[] = {header("grpc-status", "0")};  // answers with a message are OK ones
+        nghttp2_submit_trailer(session, id, trailers, 1);
     }
     return static_cast<ssize_t>(n);
 }
@@ -804,8 +800,6 @@ void Downstream::answer(Call* call)
     }
     call->answered = true;
     cancelTimer(call);
-    call->trailerStatus = "0";
-    call->trailerMessage.clear();
     nghttp2_nv headers[] = {header(":status", "200"), header("content-type", "application/grpc")};
     nghttp2_data_provider body;
     body.source.ptr = call;
@@ -814,8 +808,7 @@ void Downstream::answer(Call* call)
     awaitSending(call);
 }
 
-// ---------------------------------------------------------------------------------------------- upstream's
-// side
+// ---------------------------------------------------------------------------------------------- dialling
 
 Upstream* Upstream::dial(const std::string& address)
 {
@@ -864,7 +857,7 @@ void Upstream::submit(Call* call)
     // its end (see Downstream::detach); the client's deadline is kept here.
     call->upstreamBy = Clock::now() + std::chrono::milliseconds(gConfig.L("upstream_timeout_ms"));
     setTimer(call, call->haveDeadline ? std::min(call->upstreamBy, call->deadline) : call->upstreamBy);
-    std::string path = "/" + gConfig.service + "/" + call->method,
+    std::string path = gMethodPrefix + call->method,
                 timeout = std::to_string(gConfig.L("upstream_timeout_ms")) + "m";
     std::vector<nghttp2_nv> headers = {header(":method", "POST"),
                                        header(":scheme", "http"),
