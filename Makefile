@@ -1,9 +1,9 @@
 # One entry point for users and CI. Every target sets itself up on a fresh machine.
 #   make serve   - start Triton (TensorRT path on a GPU host, CPU path with PyTriton's tritonserver elsewhere)
-#   make test    - build the plugin library against every vendored TensorRT header set, run the
-#                  plugin harness checks that this machine can run, then the Python test-suite and, beside
-#                  it, the compose test where a Docker daemon answers and the numeric tests again with one
-#                  BLAS thread.
+#   make test    - the Python test-suite's unit and server tiers while, beside them, the plugin library is
+#                  built against every vendored TensorRT header set, the plugin harness checks that this
+#                  machine can run and the library tier run on those builds, and the compose test (where a
+#                  Docker daemon answers) and the numeric tests again with one BLAS thread.
 #   make compose-test - the compose profiles cpu + loadtest for real (scripts/compose_test.py)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -40,7 +40,7 @@ TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest numeric-threads bytecode test test-setup compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -160,8 +160,21 @@ bytecode: venv
 # --no-loadscope-reorder: files go out in collection order, the longest first (tests/conftest.py); xdist's own
 # order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
 PYTEST_WORKERS ?= 3
+PYTEST_XDIST = --dist loadfile --no-loadscope-reorder
+TEST_TOOLS_ENV = CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov
 pytest: test-venv test-tools edge-native bytecode
-	CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov $(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_XDIST)
+
+# make test's two parts of the suite, by what they need: the unit and server tiers need the venvs and the edge's
+# gRPC front, not the plugin builds, and start while those compile; tests/library runs once they are made
+# (its tutorial test builds again with ccache's copies of make test's objects), in 2 workers: the tutorial
+# test and TensorRT-RTX's take most of its time.
+PYTEST_LIBRARY_WORKERS ?= 2
+pytest-unbuilt: test-venv test-tools edge-native bytecode
+	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_XDIST) tests/unit tests/server
+
+pytest-library: test-venv bytecode
+	$(PY) -m pytest -q -n $(PYTEST_LIBRARY_WORKERS) $(PYTEST_XDIST) tests/library
 
 # The tests marked numeric (floats through BLAS, ONNX Runtime, Pillow, training) once more with one BLAS thread
 # instead of one per core: the BLAS then orders its sums otherwise, and a test that held only for one order
@@ -171,28 +184,27 @@ numeric-threads: test-venv bytecode
 	$(PY) -m pytest -q -m numeric --blas-threads $(NUMERIC_BLAS_THREADS)
 
 # One architecture where no GPU is (see TEST_CUDA_ARCHITECTURES); prerequisites inherit it.
-test test-setup check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITECTURES))
+test check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITECTURES))
 
 # The fast loop: lint and the unit tier (Python only, no build, no server), about 45 s on 2 cores: the tier
 # is CPU-bound, so one worker per core (67 s in one process).
 CHECK_WORKERS ?= 2
 check: lint test-venv bytecode
-	$(PY) -m pytest -q -n $(CHECK_WORKERS) --dist loadfile --no-loadscope-reorder tests/unit
+	$(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
 
-# make test's set-up: the venv with every extra first (the plugin builds import Triton and PyYAML from it), then
-# side by side the two header sets' builds and their harness runs, checkov's venv and the edge's gRPC front:
-# twice as many jobs as cores, so that the builds run while the downloads wait on the network.
-# The sub-make gets the architectures this target chose (target variables do not cross).
-test-setup: lint test-venv bytecode
-	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) harness-check test-tools edge-native \
-	  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)"
-
-# Once the venv is made: beside the set-up and then pytest, the compose test where a Docker daemon answers
-# (.ci/run provisions one; elsewhere it says why not) - its own set-up first (base image, wheelhouse, images:
-# mostly downloads), then containers, health checks and a load test's clock - then the numeric tests once more
-# with one BLAS thread. Started with the builds, it never holds pytest back (as a set-up step, its downloads
-# were the last to end, 35 s after the builds); the two chains end about together on 2 cores. Its output goes
-# to build/beside-pytest.log and is printed after pytest's. The status is the first failure's.
+# Once the venv is made, three chains side by side, each of whose parts waits on clocks, servers or the network
+# as much as it computes:
+#  - in front: checkov's venv and the edge's gRPC front, then the unit and server tiers (pytest-unbuilt);
+#  - the plugin builds at a lower CPU priority (BUILD_NICENESS), so that they take the cores the tests leave idle
+#    rather than time from the tests' clocks, then the harness on each build and tests/library (pytest-library);
+#    run after the builds in make test's first rounds, the unit and server tiers left a third of the cores idle
+#    through their first two minutes of clock-bound files;
+#  - the compose test where a Docker daemon answers (.ci/run provisions one; elsewhere it says why not), its own
+#    set-up first (base image, wheelhouse, images: mostly downloads), then the numeric tests once more with one
+#    BLAS thread.
+# The second and third chains write to build/library-tests.log and build/beside-pytest.log, printed after the
+# front's output. The status is the first failure's: the front's, the library chain's, the compose chain's.
+BUILD_NICENESS ?= 10
 test: lint test-venv bytecode
 	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
 	if ! command -v docker >/dev/null 2>&1; then compose=; \
@@ -200,15 +212,22 @@ test: lint test-venv bytecode
 	elif ! docker info >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
 	fi; \
-	echo "== beside the build and pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
+	echo "== beside pytest: the plugin builds, the harness, tests/library (output: $(BUILD_DIR)/library-tests.log)"; \
+	( nice -n $(BUILD_NICENESS) $(MAKE) --no-print-directory -j 2 harness-check CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" \
+	  && $(MAKE) --no-print-directory pytest-library ) > $(BUILD_DIR)/library-tests.log 2>&1 & library=$$!; \
+	echo "== beside pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
 	( side=0; \
 	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-test || side=$$?; fi; \
 	  $(MAKE) --no-print-directory numeric-threads || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
 	  exit $$side ) > $(BUILD_DIR)/beside-pytest.log 2>&1 & beside=$$!; \
-	$(MAKE) --no-print-directory test-setup CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" || status=$$?; \
-	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory pytest || status=$$?; fi; \
+	$(MAKE) --no-print-directory -j $(JOBS) test-tools edge-native || status=$$?; \
+	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory pytest-unbuilt || status=$$?; fi; \
+	library_status=0; wait $$library || library_status=$$?; \
+	echo "== the plugin builds, the harness, tests/library ($(BUILD_DIR)/library-tests.log)"; \
+	cat $(BUILD_DIR)/library-tests.log; \
 	beside_status=0; wait $$beside || beside_status=$$?; \
 	echo "== beside pytest ($(BUILD_DIR)/beside-pytest.log)"; cat $(BUILD_DIR)/beside-pytest.log; \
+	if [ $$status -eq 0 ]; then status=$$library_status; fi; \
 	if [ $$status -eq 0 ]; then status=$$beside_status; fi; \
 	exit $$status
 
