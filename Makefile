@@ -40,7 +40,7 @@ TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -192,9 +192,9 @@ CHECK_WORKERS ?= 2
 check: lint test-venv bytecode
 	$(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
 
-# Once the venv is made, three chains side by side, each of whose parts waits on clocks, servers or the network
-# as much as it computes:
-#  - in front: checkov's venv and the edge's gRPC front, then the unit and server tiers (pytest-unbuilt);
+# Then three chains side by side, each of whose parts waits on clocks, servers or the network as much as it
+# computes:
+#  - in front: the unit and server tiers (pytest-unbuilt);
 #  - the plugin builds at a lower CPU priority (BUILD_NICENESS), so that they take the cores the tests leave idle
 #    rather than time from the tests' clocks, then the harness on each build and tests/library (pytest-library);
 #    run after the builds in make test's first rounds, the unit and server tiers left a third of the cores idle
@@ -204,8 +204,13 @@ check: lint test-venv bytecode
 #    BLAS thread.
 # The second and third chains write to build/library-tests.log and build/beside-pytest.log, printed after the
 # front's output. The status is the first failure's: the front's, the library chain's, the compose chain's.
-BUILD_NICENESS ?= 10
-test: lint test-venv bytecode
+BUILD_NICENESS ?= 5
+# Before them, side by side: lint, the venv and its test extras, checkov's venv (uv: mostly downloads) and the
+# edge's gRPC front (compiles), about 20 s sooner than one after another.
+test-prepare:
+	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) lint test-venv bytecode test-tools edge-native
+
+test: test-prepare
 	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
 	if ! command -v docker >/dev/null 2>&1; then compose=; \
 	  echo "compose-test skipped: no docker command (apt-get install docker.io; bash .ci/run does)"; \
@@ -220,8 +225,7 @@ test: lint test-venv bytecode
 	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-test || side=$$?; fi; \
 	  $(MAKE) --no-print-directory numeric-threads || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
 	  exit $$side ) > $(BUILD_DIR)/beside-pytest.log 2>&1 & beside=$$!; \
-	$(MAKE) --no-print-directory -j $(JOBS) test-tools edge-native || status=$$?; \
-	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory pytest-unbuilt || status=$$?; fi; \
+	$(MAKE) --no-print-directory pytest-unbuilt || status=$$?; \
 	library_status=0; wait $$library || library_status=$$?; \
 	echo "== the plugin builds, the harness, tests/library ($(BUILD_DIR)/library-tests.log)"; \
 	cat $(BUILD_DIR)/library-tests.log; \
