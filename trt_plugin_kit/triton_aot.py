@@ -26,6 +26,7 @@ readable there by name (``TritonKernel::constant``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import importlib.util
 import json
 import os
@@ -272,7 +273,12 @@ def render_cpp(manifest: dict, work_dir: Path) -> str:
     for n, v in enumerate(manifest["variants"]):
         symbol = f"trt_plugin_kit_triton_{folder}_{n}"
         path = (work_dir / v["fatbin"]).resolve()
+        # The digest makes this text change with the fatbin's bytes: ccache keys an object on the source and
+        # its #includes, not on what .incbin reads: without it, an edit of kernel.py that left names and
+        # sizes as they were would get the old kernel's object back.
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
         out += [
+            f"// {v['name']}: {v['fatbin']}, sha256 {digest}",
             '__asm__(".pushsection .rodata\\n.balign 16\\n"',
             f'        ".globl {symbol}\\n.hidden {symbol}\\n{symbol}:\\n"',
             f'        ".incbin \\"{path}\\"\\n.globl {symbol}_end\\n.hidden {symbol}_end\\n{symbol}_end:\\n'

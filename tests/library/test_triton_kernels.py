@@ -188,3 +188,19 @@ def test_compiles_without_a_gpu_into_a_registering_source(tmp_path):
         in source
     )
     assert '{"BLOCK", 256}' in source and ".incbin" in source
+
+
+def test_the_source_changes_with_the_bytes_of_an_embedded_fatbin(tmp_path):
+    """ccache keys an object on its source and #includes, not on the files `.incbin` reads: after a kernel.py
+    edit that kept the variants' names, parameters and sizes, the same source would get the object with the
+    old kernel back. The source names each fatbin's digest, so new bytes are a new source."""
+    variant = {"name": "f32", "fatbin": "f32.fatbin", "symbol": "copy", "params": [["x", "*fp32"]],
+               "constants": {"BLOCK": 256}, "cubins": ["sm_75"], "ptx": "compute_75", "num_warps": 2,
+               "shared": 0}  # fmt: skip
+    manifest = {"folder": "demo", "variants": [variant]}
+    sources = []
+    for image in (b"first kernel", b"edited kernel", b"first kernel"):
+        (tmp_path / "f32.fatbin").write_bytes(image)
+        sources.append(triton_aot.render_cpp(manifest, tmp_path))
+    assert sources[0] != sources[1]
+    assert sources[0] == sources[2]  # the same bytes, the same source
