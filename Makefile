@@ -197,7 +197,9 @@ check: lint test-venv bytecode
 # computes:
 #  - in front: the unit and server tiers (pytest-unbuilt);
 #  - the plugin builds at a lower CPU priority (BUILD_NICENESS), so that they take the cores the tests leave idle
-#    rather than time from the tests' clocks, then the harness on each build and tests/library (pytest-library);
+#    rather than time from the tests' clocks, one header set after the other (twice the jobs each), so that
+#    ccache serves the second set's kernels from the first's (they include no TensorRT header), then the harness
+#    on each build and tests/library (pytest-library);
 #    run after the builds in make test's first rounds, the unit and server tiers left a third of the cores idle
 #    through their first two minutes of clock-bound files;
 #  - the compose test where a Docker daemon answers (.ci/run provisions one; elsewhere it says why not), its own
@@ -219,7 +221,7 @@ test: test-prepare
 	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
 	fi; \
 	echo "== beside pytest: the plugin builds, the harness, tests/library (output: $(BUILD_DIR)/library-tests.log)"; \
-	( nice -n $(BUILD_NICENESS) $(MAKE) --no-print-directory -j 2 harness-check CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" \
+	( nice -n $(BUILD_NICENESS) $(MAKE) --no-print-directory harness-check JOBS=$$(( $(JOBS) * 2 )) CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" \
 	  && $(MAKE) --no-print-directory pytest-library ) > $(BUILD_DIR)/library-tests.log 2>&1 & library=$$!; \
 	echo "== beside pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
 	( side=0; \

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/tensor.h"
 #include "../common/triton_kernel.h"
 #include "../leaky_relu/leaky_relu_kernel.h"
 #include "bench_kernels.h"
@@ -95,7 +96,10 @@ extern "C" __attribute__((visibility("default"))) int tpk_bench_twin(char const*
         kernel.load();  // outside the timed launches, as a plugin does in onShapeChange
         int64_t const block = kernel.constant("BLOCK");
         dim3 const grid(static_cast<unsigned>((count + block - 1) / block));
-        auto cuda = [&] { return trt_plugin_kit::launchLeakyRelu(type, x, y, count, slope, stream); };
+        auto cuda = [&] {
+            return trt_plugin_kit::launchLeakyRelu(trt_plugin_kit::elementType(type), x, y, count, slope,
+                                                   stream);
+        };
         auto triton = [&]
         { return kernel.launch(grid, stream, static_cast<void const*>(x), z, count, slope); };
         double const cudaUs = medianUs(cuda, repetitions, graphBatch, stream);

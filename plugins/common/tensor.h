@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <string>
 
+#include "element_type.h"
+
 namespace trt_plugin_kit
 {
 
@@ -16,5 +18,17 @@ std::string dimsToString(nvinfer1::Dims const& dims);
 int64_t volume(nvinfer1::Dims const& dims, int32_t begin = 0, int32_t end = -1);
 //! Resolves a possibly negative axis against `rank`; throws PluginError when out of range.
 int32_t normalizeAxis(int32_t axis, int32_t rank, char const* plugin);
+
+static_assert(
+    static_cast<int32_t>(ElementType::kFLOAT) == static_cast<int32_t>(nvinfer1::DataType::kFLOAT) &&
+        static_cast<int32_t>(ElementType::kHALF) == static_cast<int32_t>(nvinfer1::DataType::kHALF) &&
+        static_cast<int32_t>(ElementType::kINT8) == static_cast<int32_t>(nvinfer1::DataType::kINT8) &&
+        static_cast<int32_t>(ElementType::kINT32) == static_cast<int32_t>(nvinfer1::DataType::kINT32),
+    "ElementType must keep nvinfer1::DataType's values");
+//! What a kernel launcher is told for a tensor of `type` (a type no kernel takes stays a value none accepts).
+inline ElementType elementType(nvinfer1::DataType type)
+{
+    return static_cast<ElementType>(type);
+}
 
 }  // namespace trt_plugin_kit

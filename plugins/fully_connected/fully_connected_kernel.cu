@@ -417,10 +417,10 @@ __global__ void __launch_bounds__(128)
 }
 
 template <int BN, int BM, int BK, int Stages>
-cudaError_t launchTensor(nvinfer1::DataType type, void const* x, void const* w, void const* bias, void* y,
-                         int64_t n, int64_t k, int64_t m, cudaStream_t stream)
+cudaError_t launchTensor(ElementType type, void const* x, void const* w, void const* bias, void* y, int64_t n,
+                         int64_t k, int64_t m, cudaStream_t stream)
 {
-    if (type != nvinfer1::DataType::kHALF)
+    if (type != ElementType::kHALF)
     {
         return cudaErrorNotSupported;  // FP32 stays exact FP32: no tensor cores (no TF32).
     }
@@ -444,14 +444,14 @@ cudaError_t launchTensor(nvinfer1::DataType type, void const* x, void const* w, 
 }
 
 template <int R, int C, int Warps>
-cudaError_t launchDotTyped(nvinfer1::DataType type, void const* x, void const* w, void const* bias, void* y,
+cudaError_t launchDotTyped(ElementType type, void const* x, void const* w, void const* bias, void* y,
                            int64_t n, int64_t k, int64_t m, cudaStream_t stream)
 {
     switch (type)
     {
-        case nvinfer1::DataType::kFLOAT:
+        case ElementType::kFLOAT:
             return launchDot<float, R, C, Warps>(x, w, bias, y, n, k, m, stream);
-        case nvinfer1::DataType::kHALF:
+        case ElementType::kHALF:
             return launchDot<__half, R, C, Warps>(x, w, bias, y, n, k, m, stream);
         default:
             return cudaErrorNotSupported;
@@ -459,7 +459,7 @@ cudaError_t launchDotTyped(nvinfer1::DataType type, void const* x, void const* w
 }
 }  // namespace
 
-cudaError_t launchFcKernel(FcKernel kernel, nvinfer1::DataType type, void const* x, void const* weights,
+cudaError_t launchFcKernel(FcKernel kernel, ElementType type, void const* x, void const* weights,
                            void const* bias, void* y, int64_t n, int64_t k, int64_t m, cudaStream_t stream)
 {
     if (n <= 0 || k <= 0 || m <= 0)

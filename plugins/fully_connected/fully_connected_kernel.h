@@ -4,10 +4,11 @@
 // records/benchmarks/NOTES-small-sizes.md).
 #pragma once
 
-#include <NvInferRuntime.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "../common/element_type.h"
 
 namespace trt_plugin_kit
 {
@@ -41,7 +42,7 @@ enum class FcKernel : int32_t
 //! Runs `kernel` for FP32 or FP16 tensors (`bias` may be null). Returns cudaErrorNotSupported, without
 //! touching the stream, where the kernel does not apply: an FP32 tensor-core kernel, a K or pointer alignment
 //! its loads cannot use, or a grid over the device's limits. The caller then runs cuBLASLt.
-cudaError_t launchFcKernel(FcKernel kernel, nvinfer1::DataType type, void const* x, void const* weights,
+cudaError_t launchFcKernel(FcKernel kernel, ElementType type, void const* x, void const* weights,
                            void const* bias, void* y, int64_t n, int64_t k, int64_t m, cudaStream_t stream);
 
 //! Copies `rows` rows of `rowBytes` bytes from `src` (rows `srcPitchBytes` apart) to `dst` (rows packed): the

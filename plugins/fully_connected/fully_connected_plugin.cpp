@@ -344,8 +344,8 @@ int32_t FullyConnectedPlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
     if (mOwnKernel)
     {
         cudaError_t const launched =
-            launchFcKernel(mKernel, mUploadedType, inputs[0], mDeviceWeights.data(), deviceBias(), outputs[0],
-                           mPlannedN, mK, mNumOutputs, stream);
+            launchFcKernel(mKernel, elementType(mUploadedType), inputs[0], mDeviceWeights.data(),
+                           deviceBias(), outputs[0], mPlannedN, mK, mNumOutputs, stream);
         if (launched != cudaErrorNotSupported)
         {
             return launched;

@@ -8,7 +8,7 @@ namespace trt_plugin_kit
 {
 namespace
 {
-using nvinfer1::DataType;
+using DataType = ElementType;
 
 constexpr int kBlock = 256;
 

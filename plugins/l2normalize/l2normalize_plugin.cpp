@@ -34,8 +34,8 @@ int32_t L2NormalizePlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
                                        PluginTensorDesc const* /*outputDesc*/, void const* const* inputs,
                                        void* const* outputs, void* /*workspace*/, cudaStream_t stream)
 {
-    return launchL2Normalize(inputDesc[0].type, inputs[0], outputs[0], mOuter, mLength, mInner, mParams.eps,
-                             stream);
+    return launchL2Normalize(elementType(inputDesc[0].type), inputs[0], outputs[0], mOuter, mLength, mInner,
+                             mParams.eps, stream);
 }
 
 void L2NormalizePlugin::serialize(FieldWriter& writer) const

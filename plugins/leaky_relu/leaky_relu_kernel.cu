@@ -29,14 +29,14 @@ cudaError_t launchTyped(void const* x, void* y, int64_t count, float negativeSlo
 }
 }  // namespace
 
-cudaError_t launchLeakyRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count,
-                            float negativeSlope, cudaStream_t stream)
+cudaError_t launchLeakyRelu(ElementType type, void const* x, void* y, int64_t count, float negativeSlope,
+                            cudaStream_t stream)
 {
     switch (type)
     {
-        case nvinfer1::DataType::kFLOAT:
+        case ElementType::kFLOAT:
             return launchTyped<float>(x, y, count, negativeSlope, stream);
-        case nvinfer1::DataType::kHALF:
+        case ElementType::kHALF:
             return launchTyped<__half>(x, y, count, negativeSlope, stream);
         default:
             return cudaErrorInvalidValue;

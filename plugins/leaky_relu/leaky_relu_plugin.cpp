@@ -20,7 +20,8 @@ int32_t LeakyReluPlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
                                      PluginTensorDesc const* /*outputDesc*/, void const* const* inputs,
                                      void* const* outputs, void* /*workspace*/, cudaStream_t stream)
 {
-    return launchLeakyRelu(inputDesc[0].type, inputs[0], outputs[0], mCount, mNegativeSlope, stream);
+    return launchLeakyRelu(elementType(inputDesc[0].type), inputs[0], outputs[0], mCount, mNegativeSlope,
+                           stream);
 }
 
 void LeakyReluPlugin::serialize(FieldWriter& writer) const

@@ -20,7 +20,7 @@ namespace trt_plugin_kit
 {
 namespace
 {
-using nvinfer1::DataType;
+using DataType = ElementType;
 
 constexpr int kBlock = 256;
 constexpr int64_t kMaxGenericGrid = 65535LL * 16;

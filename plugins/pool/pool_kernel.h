@@ -1,9 +1,10 @@
 #pragma once
 
-#include <NvInferRuntime.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "../common/element_type.h"
 
 namespace trt_plugin_kit
 {
@@ -49,12 +50,12 @@ enum class PoolPath : int32_t
     kGENERIC = 1,
 };
 
-PoolPath selectPoolPath(nvinfer1::DataType type, PoolGeometry const& geometry, void const* x, void const* y);
+PoolPath selectPoolPath(ElementType type, PoolGeometry const& geometry, void const* x, void const* y);
 
 //! Max or average pooling over H and W of a linear NCHW tensor, FP32, FP16 or INT8 (the same type in and out;
 //! INT8 computes on int8 values and requantizes once). Returns the launch status; never synchronizes,
 //! allocates or copies to the host.
-cudaError_t launchPool(nvinfer1::DataType type, void const* x, void* y, PoolGeometry const& geometry,
+cudaError_t launchPool(ElementType type, void const* x, void* y, PoolGeometry const& geometry,
                        cudaStream_t stream);
 
 }  // namespace trt_plugin_kit

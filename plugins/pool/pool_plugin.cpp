@@ -228,7 +228,7 @@ int32_t PoolPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/, PluginTen
     {
         return cudaErrorNotReady;  // onShapeChange was not called or failed.
     }
-    return launchPool(mType, inputs[0], outputs[0], mGeometry, stream);
+    return launchPool(elementType(mType), inputs[0], outputs[0], mGeometry, stream);
 }
 
 void PoolPlugin::serialize(FieldWriter& writer) const

@@ -116,14 +116,14 @@ cudaError_t launchTyped(void const* x, void* y, int64_t count, float const* slop
 }
 }  // namespace
 
-cudaError_t launchPRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count, float const* slopes,
+cudaError_t launchPRelu(ElementType type, void const* x, void* y, int64_t count, float const* slopes,
                         int64_t channels, int64_t inner, cudaStream_t stream)
 {
     switch (type)
     {
-        case nvinfer1::DataType::kFLOAT:
+        case ElementType::kFLOAT:
             return launchTyped<float>(x, y, count, slopes, channels, inner, stream);
-        case nvinfer1::DataType::kHALF:
+        case ElementType::kHALF:
             return launchTyped<__half>(x, y, count, slopes, channels, inner, stream);
         default:
             return cudaErrorInvalidValue;

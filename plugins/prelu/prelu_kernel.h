@@ -1,16 +1,17 @@
 #pragma once
 
-#include <NvInferRuntime.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "../common/element_type.h"
 
 namespace trt_plugin_kit
 {
 
 //! y = x > 0 ? x : slopes[c] * x for x viewed as [n, channels, inner]; `slopes` is device memory holding
 //! `channels` floats, or one float when channels == 1 (shared slope).
-cudaError_t launchPRelu(nvinfer1::DataType type, void const* x, void* y, int64_t count, float const* slopes,
+cudaError_t launchPRelu(ElementType type, void const* x, void* y, int64_t count, float const* slopes,
                         int64_t channels, int64_t inner, cudaStream_t stream);
 
 }  // namespace trt_plugin_kit

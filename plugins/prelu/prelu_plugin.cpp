@@ -73,8 +73,8 @@ int32_t PReluPlugin::enqueueImpl(PluginTensorDesc const* inputDesc, PluginTensor
         return cudaErrorNotReady;  // onShapeChange was not called or failed.
     }
     int64_t const channels = static_cast<int64_t>(mSlopes.size());
-    return launchPRelu(inputDesc[0].type, inputs[0], outputs[0], mCount, mDeviceSlopes.as<float>(), channels,
-                       mInner, stream);
+    return launchPRelu(elementType(inputDesc[0].type), inputs[0], outputs[0], mCount,
+                       mDeviceSlopes.as<float>(), channels, mInner, stream);
 }
 
 void PReluPlugin::serialize(FieldWriter& writer) const

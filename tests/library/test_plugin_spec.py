@@ -61,6 +61,20 @@ def library(request):
     return describe(request.param)
 
 
+@pytest.mark.parametrize("version", TRT_VERSIONS)
+def test_the_kernels_include_no_tensorrt_header(version):
+    """The kernels (.cu) compile once for every header set only while none of them includes a TensorRT header
+    (they take common/element_type.h's ElementType): the compiler's dependency lists of the build say so."""
+    objects = BUILD_DIR / f"trt-{version}" / "CMakeFiles" / "trt_plugin_kit_device.dir"
+    dependencies = sorted(objects.rglob("*.cu.o.d"))
+    if not dependencies:
+        pytest.fail(f"no kernel objects under {objects}: build them with `make plugins`", pytrace=False)
+    kernels = {cu.name for spec in PLUGINS_DIR.glob("*/spec.yaml") for cu in spec.parent.glob("*.cu")}
+    assert {d.name.removesuffix(".o.d") for d in dependencies} == kernels
+    with_tensorrt = [d.name for d in dependencies if "NvInfer" in d.read_text()]
+    assert not with_tensorrt, f"kernels including TensorRT headers: {with_tensorrt}"
+
+
 def test_the_library_registers_exactly_the_specified_plugins(library):
     assert sorted(library) == sorted(SPECS)
     for name, creator in library.items():

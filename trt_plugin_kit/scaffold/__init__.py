@@ -315,7 +315,7 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
             "kernels_struct": (
                 "//! What the kernels need before enqueue: nothing for CUDA kernels, compiled into the "
                 f"library with it.\nstruct {cls}Kernels\n{{\n"
-                "    void prepare(nvinfer1::DataType /*type*/) {}\n};\n"
+                "    void prepare(ElementType /*type*/) {}\n};\n"
             ),
             "kernel_files": f"`{o.name}_kernel.h`, `{o.name}_kernel.cu`",
             "kernel_what": "the CUDA kernel",
@@ -350,7 +350,7 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
         args += ["args.coefficients", "args.nbCoefficients"]
     args += [f"args.{float_name}", "args.count"]
     return {
-        "kernels_include": '\n#include "../common/triton_kernel.h"\n',
+        "kernels_include": '#include "../common/triton_kernel.h"\n',
         "kernels_struct": (
             "//! The Triton kernel's variants (kernel.py), loaded by prepare() in onShapeChange, never in "
             "enqueue;\n//! the plugin object's copies share the module, unloaded with the last of them.\n"
@@ -358,7 +358,7 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
             f'    TritonKernel fp32{{"{o.name}", "fp32"}};\n'
             f'    TritonKernel fp16{{"{o.name}", "fp16"}};\n'
             "    int64_t block{0};  // kernel.py's BLOCK: elements per program\n"
-            "    void prepare(nvinfer1::DataType type);\n};\n"
+            "    void prepare(ElementType type);\n};\n"
         ),
         "kernel_files": f"`kernel.py`, `{o.name}_kernel.h`, `{o.name}_launch.cpp`",
         "kernel_what": "the OpenAI Triton kernel (compiled ahead of time into the library) and its launch",
