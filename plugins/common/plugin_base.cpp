@@ -136,6 +136,7 @@ int32_t PluginBase::setTactic(int32_t tactic) noexcept
                                 check(tactic >= 0 && tactic <= nbTactics(), "tactic ", tactic,
                                       " is not one of 0..", nbTactics());
                                 selectTactic(tactic);
+                                mNvtxLabel.set(mName, tactic);
                                 return 0;
                             });
 }
@@ -161,6 +162,7 @@ int32_t PluginBase::enqueue(PluginTensorDesc const* inputDesc, PluginTensorDesc 
 {
     // No checks that throw here: shapes were validated in onShapeChange. The guard is the last line of
     // defence so that nothing ever crosses the ABI.
+    NvtxRange const range(mNvtxLabel);
     return guarded<int32_t>(
         mName, "enqueue", -1,
         [&]

@@ -15,6 +15,7 @@
 #include "checks.h"
 #include "fields.h"
 #include "logging.h"
+#include "nvtx_range.h"
 #include "registration.h"
 
 namespace trt_plugin_kit
@@ -93,9 +94,9 @@ public:
     nvinfer1::PluginFieldCollection const* getFieldsToSerialize() noexcept override;
 
 protected:
-    explicit PluginBase(char const* name) : mName(name) {}
+    explicit PluginBase(char const* name) : mName(name) { mNvtxLabel.set(name, 0); }
     // Clones copy the configuration, never the serialization scratch space (it points into its owner).
-    PluginBase(PluginBase const& other) : mName(other.mName) {}
+    PluginBase(PluginBase const& other) : mName(other.mName), mNvtxLabel(other.mNvtxLabel) {}
 
     // ---- hooks implemented by each plugin (may throw) ----
     virtual int32_t nbInputs() const = 0;
@@ -133,6 +134,7 @@ protected:
 private:
     char const* mName;
     FieldWriter mSerialized;
+    NvtxLabel mNvtxLabel;  // enqueue's NVTX range, "<name> tactic <n>" (empty unless built with NVTX)
 };
 
 //! What every plugin class derives from: PluginOf<MyPlugin> (or PluginOf<MyPlugin, UnaryFloatPlugin>) names
