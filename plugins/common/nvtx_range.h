@@ -6,8 +6,8 @@
 // inline no-op. `cmake -DTRT_PLUGIN_KIT_NVTX=ON` turns them on (NVTX v3 is header-only, from the CUDA toolkit;
 // with no tool attached each push/pop is one predictable branch).
 //
-// enqueue must not allocate: the label is written, and registered with NVTX (a string handle, NVTX's cheapest
-// message), in setTactic and on construction, never in enqueue. NVTX makes no CUDA call, so the range is
+// enqueue must not allocate: the label is written into a fixed buffer in setTactic and on construction, never in
+// enqueue (an ASCII message, not a registered string: Nsight Compute's --nvtx-include matches it by text). NVTX makes no CUDA call, so the range is
 // harmless inside a CUDA-graph capture (it marks the capture, not the replays).
 #pragma once
 
@@ -40,14 +40,11 @@ public:
     void set(char const* creator, int32_t tactic) noexcept
     {
         std::snprintf(mText, sizeof(mText), "%s tactic %d", creator, static_cast<int>(tactic));
-        mHandle = nvtxDomainRegisterStringA(nvtxDomain(), mText);
     }
-    nvtxStringHandle_t handle() const noexcept { return mHandle; }
     char const* text() const noexcept { return mText; }
 
 private:
     char mText[96] = "";
-    nvtxStringHandle_t mHandle = nullptr;  // null while no tool is attached: NVTX then ignores the range
 };
 
 //! Pushes the label's range for the lifetime of the object (enqueue's body), pops it on every exit path.
@@ -59,8 +56,8 @@ public:
         nvtxEventAttributes_t attributes{};
         attributes.version = NVTX_VERSION;
         attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
-        attributes.messageType = NVTX_MESSAGE_TYPE_REGISTERED;
-        attributes.message.registered = label.handle();
+        attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+        attributes.message.ascii = label.text();
         nvtxDomainRangePushEx(nvtxDomain(), &attributes);
     }
     ~NvtxRange() { nvtxDomainRangePop(nvtxDomain()); }
