@@ -14,40 +14,22 @@ from __future__ import annotations
 
 import json
 import re
-import secrets
 import shutil
-import subprocess
-import threading
 import time
-import urllib.parse
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-from trt_plugin_kit.interface import (
-    L2NORM,
-    L2NORM_INPUT,
-    MNIST,
-    MNIST_INPUT,
-    MNIST_PIPELINE,
-    MODEL_NAMES,
-    PIPELINE_INPUT,
-    REPO_ROOT,
-)
-from trt_plugin_kit.serving.host import free_port
-from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.deploy.dashboard import dashboard_targets, draw, fetch_panels, grafana_expr
+from trt_plugin_kit.deploy.kubernetes import DASHBOARD_FILE as DASHBOARD
+from trt_plugin_kit.deploy.kubernetes import MONITORING_DIR as MONITORING
+from trt_plugin_kit.deploy.kubernetes import RULES_FILE as RULES
+from trt_plugin_kit.deploy.monitoring import SCRAPE_JOB, Scraped, start_server
+from trt_plugin_kit.interface import L2NORM, MNIST, MNIST_INPUT, MNIST_PIPELINE, MODEL_NAMES, REPO_ROOT
 
-MONITORING = REPO_ROOT / "deploy" / "monitoring"
-RULES = MONITORING / "rules.yml"
-DASHBOARD = MONITORING / "triton-dashboard.json"
-SCRAPE_JOB = "triton"  # the job name rules.yml's `up{job="triton"}` expects
 LOAD_S = 25  # long enough for [1m] rates to have many samples at a 1 s scrape interval
-# A round of requests per client every 50 ms: the rules and panels need rates, not capacity (flat out, the two
-# clients kept a core busy for the whole file).
-LOAD_PERIOD_S = 0.05
 # GPU metrics of Triton 2.51 (docs/user_guide/metrics.md, "GPU Metrics"); the CPU server exports none.
 GPU_METRICS = {
     "nv_gpu_utilization",
@@ -82,160 +64,11 @@ pytestmark = pytest.mark.skipif(
 
 def dashboard_queries() -> list[tuple[str, str]]:
     """(panel title, PromQL) of every dashboard target, Grafana's variables as Grafana fills them for All."""
-    dashboard = json.loads(DASHBOARD.read_text())
-    queries = []
-    for panel in dashboard["panels"]:
-        for target in panel.get("targets", []):
-            expr = target["expr"].replace("$__rate_interval", "15s")
-            queries.append((panel["title"], expr.replace("$model", ".+").replace("$instance", ".+")))
-    return queries
+    return [(panel["title"], grafana_expr(target["expr"], "15s")) for panel, target in dashboard_targets()]
 
 
 def rules() -> list[dict]:
     return [rule for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
-
-
-class Prometheus:
-    def __init__(self, workdir: Path, target: str) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [str(RULES)],
-            "scrape_configs": [{"job_name": SCRAPE_JOB, "static_configs": [{"targets": [target]}]}],
-        }
-        (workdir / "prometheus.yml").write_text(yaml.safe_dump(config))
-        self.log = workdir / "prometheus.log"
-        self.process = subprocess.Popen(
-            [
-                "prometheus",
-                f"--config.file={workdir / 'prometheus.yml'}",
-                f"--storage.tsdb.path={workdir / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.port}",
-            ],
-            stdout=self.log.open("w"),
-            stderr=subprocess.STDOUT,
-        )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.log.read_text()[-3000:]
-            try:
-                urllib.request.urlopen(f"{self.url}/-/ready", timeout=2).read()
-                return
-            except OSError:
-                time.sleep(0.5)
-        raise AssertionError("Prometheus not ready in 60 s:\n" + self.log.read_text()[-3000:])
-
-    def api(self, path: str, **params) -> dict:
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        with urllib.request.urlopen(f"{self.url}/api/v1/{path}{query}", timeout=10) as response:
-            body = json.loads(response.read())
-        assert body["status"] == "success", body
-        return body["data"]
-
-    def query(self, expr: str) -> list[dict]:
-        return self.api("query", query=expr)["result"]
-
-    def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-def send_load(server: TritonServer, stop: threading.Event, errors: list[str]) -> None:
-    """Every model gets requests, a round every LOAD_PERIOD_S; every fifth pipeline request is not a picture
-    (a BACKEND failure)."""
-    import tritonclient.grpc as grpcclient  # noqa: PLC0415
-    import tritonclient.http as httpclient  # noqa: PLC0415
-
-    http = httpclient.InferenceServerClient(server.http_url)
-    grpc = grpcclient.InferenceServerClient(server.grpc_url)
-    digits = np.zeros((8, 1, 28, 28), np.float32)
-    image = httpclient.InferInput(MNIST_INPUT, list(digits.shape), "FP32")
-    image.set_data_from_numpy(digits)
-    vectors = np.ones((4, 128), np.float32)
-    vector = grpcclient.InferInput(L2NORM_INPUT, list(vectors.shape), "FP32")
-    vector.set_data_from_numpy(vectors)
-    png = (REPO_ROOT / "samples" / "digits" / "3.png").read_bytes()
-    count = 0
-    while not stop.wait(LOAD_PERIOD_S if count else 0):
-        count += 1
-        try:
-            http.infer(MNIST, [image])
-            grpc.infer(L2NORM, [vector])
-            picture = png if count % 5 else b"not a picture"
-            data = np.array([[picture]], dtype=np.object_)
-            tensor = grpcclient.InferInput(PIPELINE_INPUT, list(data.shape), "BYTES")
-            tensor.set_data_from_numpy(data)
-            try:
-                grpc.infer(MNIST_PIPELINE, [tensor])
-            except Exception as error:  # noqa: BLE001 - the failure we want; anything else is recorded
-                if picture == png:
-                    errors.append(f"pipeline: {error}")
-        except Exception as error:  # noqa: BLE001 - reported by the test, not lost in a thread
-            errors.append(str(error))
-            return
-    http.close()
-    grpc.close()
-
-
-def start_server(ports: Ports, log_file: Path) -> TritonServer:
-    server = TritonServer(
-        variant="cpu",
-        ports=ports,
-        host="127.0.0.1",
-        log_file=log_file,
-        exit_timeout_s=3,
-        admin_key=secrets.token_hex(32),
-    )
-    try:
-        server.start()
-        server.wait_until_ready(180)
-    except Exception:
-        server.stop()
-        raise
-    return server
-
-
-class Scraped:
-    """A server under load, the Prometheus scraping it, and the load's switch."""
-
-    def __init__(self, workdir: Path) -> None:
-        self.workdir = workdir
-        for attempt in range(3):  # a port picked as free can be taken before Triton binds it
-            try:
-                self.server = start_server(Ports.free("127.0.0.1"), workdir / f"tritonserver-{attempt}.log")
-                break
-            except Exception as error:
-                if attempt == 2 or "address already in use" not in str(error).lower():
-                    raise
-        self.prometheus = Prometheus(workdir, urllib.parse.urlsplit(self.server.metrics_url).netloc)
-        self.stop_event, self.errors = threading.Event(), []
-        self.clients = [
-            threading.Thread(target=send_load, args=(self.server, self.stop_event, self.errors))
-            for _ in range(2)
-        ]
-        for client in self.clients:
-            client.start()
-
-    def __iter__(self):
-        return iter((self.server, self.prometheus))
-
-    def stop_load(self) -> None:
-        self.stop_event.set()
-        for client in self.clients:
-            client.join(30)
-        assert not self.errors, self.errors[:5]
-
-    def close(self) -> None:
-        self.stop_event.set()
-        for client in self.clients:
-            client.join(30)
-        self.prometheus.stop()
-        self.server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -359,6 +192,22 @@ def test_documented_metric_names_are_exported(scraped):
         if missing:
             unknown[str(path.relative_to(REPO_ROOT))] = sorted(missing)
     assert not unknown, f"metric names this tritonserver does not export: {unknown}"
+
+
+def test_the_dashboard_is_drawn_from_its_own_queries(scraped, tmp_path):
+    # python -m trt_plugin_kit.deploy.dashboard's drawing over this file's load: every panel of the JSON is
+    # on the sheet, every query but the GPU row's drew series, the GPU panels say "No data".
+    _, prometheus = scraped
+    dashboard = json.loads(DASHBOARD.read_text())
+    end = time.time()
+    fetched = fetch_panels(prometheus, dashboard, end - LOAD_S, end)
+    drawn = draw(dashboard, fetched, tmp_path / "dashboard.png", "test")
+    assert set(drawn) == {p["title"] for p in dashboard["panels"] if p["type"] != "row"}
+    empty = sorted(title for title, count in drawn.items() if count == 0)
+    assert empty == ["GPU memory used", "GPU power", "GPU utilization"], drawn
+    # One line per series a query returns: the failure panel shows every model's every reason.
+    assert drawn["Failures"] == 4 * 4 and drawn["Servers answering"] == 2, drawn
+    assert (tmp_path / "dashboard.png").stat().st_size > 50_000
 
 
 def test_a_restarted_server_is_seen_down_and_restarted(scraped):
