@@ -82,7 +82,15 @@ $(CHECKOV_VENV)/.installed: $(CHECKOV_REQUIREMENTS) | $(VENV)/.installed
 	$(UV_INSTALL) $(CHECKOV_VENV)/bin/python -r $(CHECKOV_REQUIREMENTS)
 	touch $@
 
-test-tools: $(CHECKOV_VENV)/.installed
+# Grafana's published dashboard schema (deploy/monitoring/check_grafana_schema.py), likewise in a venv of its own.
+GRAFANA_VENV ?= .venv-grafana
+GRAFANA_REQUIREMENTS := deploy/monitoring/grafana-schema-requirements.txt
+$(GRAFANA_VENV)/.installed: $(GRAFANA_REQUIREMENTS) | $(VENV)/.installed
+	$(PY) -m uv venv -q --clear --python $(PYTHON) $(GRAFANA_VENV)
+	$(UV_INSTALL) $(GRAFANA_VENV)/bin/python -r $(GRAFANA_REQUIREMENTS)
+	touch $@
+
+test-tools: $(CHECKOV_VENV)/.installed $(GRAFANA_VENV)/.installed
 
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
 # plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
@@ -162,7 +170,7 @@ bytecode: venv
 # order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
 PYTEST_WORKERS ?= 3
 PYTEST_XDIST = --dist loadfile --no-loadscope-reorder
-TEST_TOOLS_ENV = CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov
+TEST_TOOLS_ENV = CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov GRAFANA_SCHEMA_PYTHON=$(abspath $(GRAFANA_VENV))/bin/python
 pytest: test-venv test-tools edge-native bytecode
 	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_XDIST)
 

@@ -5,9 +5,11 @@ dashboard. tests/server/test_monitoring_prometheus.py runs both against a real P
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +81,29 @@ def test_dashboard_is_a_grafana_dashboard_on_a_chosen_prometheus():
         for target in panel["targets"]:
             if "nv_inference_" in target["expr"]:
                 assert target["expr"].count('model=~"$model"') == target["expr"].count("nv_inference_")
+
+
+def grafana_schema_check(*args: str) -> subprocess.CompletedProcess:
+    python = os.environ.get("GRAFANA_SCHEMA_PYTHON") or str(REPO_ROOT / ".venv-grafana" / "bin" / "python")
+    if not Path(python).is_file():
+        pytest.fail("Grafana's schema SDK not found: `make test-tools` installs it into .venv-grafana")
+    check = MONITORING / "check_grafana_schema.py"
+    return subprocess.run([python, str(check), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_dashboard_follows_grafana_s_published_schema():
+    result = grafana_schema_check()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "grafana-foundation-sdk 1769699379!11.6.0" in result.stdout
+    assert "keys the schema does not declare: 0 " in result.stdout
+
+
+def test_grafana_schema_check_finds_a_key_grafana_does_not_know(tmp_path):
+    # A misspelt key (Grafana would ignore it silently: the panel would lose its unit) fails the check.
+    dashboard = json.loads((MONITORING / "triton-dashboard.json").read_text())
+    dashboard["panels"][1]["fieldConfig"]["defaults"]["units"] = dashboard["panels"][1]["fieldConfig"][
+        "defaults"
+    ].pop("unit")
+    (tmp_path / "dashboard.json").write_text(json.dumps(dashboard))
+    result = grafana_schema_check(str(tmp_path / "dashboard.json"))
+    assert result.returncode == 1 and "/panels[1]/fieldConfig/defaults/units" in result.stdout, result.stdout
