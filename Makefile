@@ -40,7 +40,7 @@ TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare lint format docs serve loadtest perf perf-image model-analyzer dashboard clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -90,7 +90,15 @@ $(GRAFANA_VENV)/.installed: $(GRAFANA_REQUIREMENTS) | $(VENV)/.installed
 	$(UV_INSTALL) $(GRAFANA_VENV)/bin/python -r $(GRAFANA_REQUIREMENTS)
 	touch $@
 
-test-tools: $(CHECKOV_VENV)/.installed $(GRAFANA_VENV)/.installed
+# NVIDIA's Model Analyzer (loadtests/model_analyzer.py), likewise.
+MODEL_ANALYZER_VENV ?= .venv-model-analyzer
+MODEL_ANALYZER_REQUIREMENTS := loadtests/model-analyzer-requirements.txt
+$(MODEL_ANALYZER_VENV)/.installed: $(MODEL_ANALYZER_REQUIREMENTS) | $(VENV)/.installed
+	$(PY) -m uv venv -q --clear --python $(PYTHON) $(MODEL_ANALYZER_VENV)
+	$(UV_INSTALL) $(MODEL_ANALYZER_VENV)/bin/python -r $(MODEL_ANALYZER_REQUIREMENTS)
+	touch $@
+
+test-tools: $(CHECKOV_VENV)/.installed $(GRAFANA_VENV)/.installed $(MODEL_ANALYZER_VENV)/.installed
 
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
 # plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
@@ -170,7 +178,8 @@ bytecode: venv
 # order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
 PYTEST_WORKERS ?= 3
 PYTEST_XDIST = --dist loadfile --no-loadscope-reorder
-TEST_TOOLS_ENV = CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov GRAFANA_SCHEMA_PYTHON=$(abspath $(GRAFANA_VENV))/bin/python
+TEST_TOOLS_ENV = CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov GRAFANA_SCHEMA_PYTHON=$(abspath $(GRAFANA_VENV))/bin/python \
+	MODEL_ANALYZER=$(abspath $(MODEL_ANALYZER_VENV))/bin/model-analyzer
 pytest: test-venv test-tools edge-native bytecode
 	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_XDIST)
 
@@ -298,6 +307,16 @@ perf: venv
 	@if [ ! -x $(VENV)/bin/perf_analyzer ] && $(PY) -c 'import sys; from loadtests.perf import tool; \
 	  sys.exit(tool.glibc_version() < tool.MIN_GLIBC)'; then $(UV_INSTALL) $(PY) -e '.[perf]'; fi
 	$(PY) -m loadtests.perf $(PERF_ARGS)
+
+# The Grafana dashboard drawn from its own queries against Debian's prometheus scraping a served kit under load
+# and a restart (trt_plugin_kit/deploy/dashboard.py): deploy/monitoring/triton-dashboard.png.
+dashboard: venv
+	$(PY) -m trt_plugin_kit.deploy.dashboard $(DASHBOARD_ARGS)
+
+# NVIDIA's Model Analyzer searches mnist's CPU serving configuration (loadtests/model_analyzer.py): a loopback
+# server of its own, perf_analyzer as make perf takes it; records/model-analyzer/ (MODEL_ANALYZER_ARGS="--tiny").
+model-analyzer: venv $(MODEL_ANALYZER_VENV)/.installed
+	$(PY) -m loadtests.model_analyzer --model-analyzer $(abspath $(MODEL_ANALYZER_VENV))/bin/model-analyzer $(MODEL_ANALYZER_ARGS)
 
 # The Debian 13 root with perf_analyzer as the Docker image of the compose service `perf` (profile loadtest).
 perf-image: venv

@@ -261,6 +261,21 @@ class PerfAnalyzer:
         ]  # fmt: skip
 
 
+def why_cannot_run() -> str | None:
+    """None where `find("auto")` gives a perf_analyzer (making the root if needed), else why not (tests skip
+    with it)."""
+    if native_binary() or glibc_version() >= MIN_GLIBC:
+        return None  # make perf installs the wheel of the extra perf where glibc is new enough
+    if os.geteuid() == 0 and shutil.which("unshare") and (root_ready() or debian_root.tool()):
+        return None
+    if docker_answers() and image_present():
+        return None
+    return (
+        f"perf_analyzer needs glibc >= 2.38 (here {'.'.join(map(str, glibc_version()))}), else root "
+        "with mmdebstrap or debootstrap and unshare, else a Docker daemon with its image (make perf-image)"
+    )
+
+
 def find(how: str = "auto") -> PerfAnalyzer:
     """The perf_analyzer to use (see the module's docstring); raises ToolUnavailable saying why none runs."""
     if how not in MODES:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +20,6 @@ import tritonclient.http as httpclient
 
 from loadtests.perf import tool
 from loadtests.perf.data import PERF_MODELS
-from trt_plugin_kit.deploy import debian_root
 from trt_plugin_kit.interface import ADMIN_HEADER, PROTOCOLS, REPO_ROOT
 from trt_plugin_kit.serving.server import free_port
 
@@ -31,22 +29,7 @@ TIMEOUT_S = 1200  # the first run makes the Debian 13 root
 TINY = "--measurement-ms 500 --stability-percent 1000"
 
 
-def why_perf_analyzer_cannot_run() -> str | None:
-    if tool.native_binary() or tool.glibc_version() >= tool.MIN_GLIBC:
-        return None  # make perf installs the wheel of the extra perf where glibc is new enough
-    if os.geteuid() == 0 and shutil.which("unshare") and (tool.root_ready() or debian_root.tool()):
-        return None
-    if tool.docker_answers() and tool.image_present():
-        return None
-    return (
-        f"perf_analyzer needs glibc >= 2.38 (here {'.'.join(map(str, tool.glibc_version()))}), else root "
-        "with mmdebstrap or debootstrap and unshare, else a Docker daemon with its image (make perf-image)"
-    )
-
-
-pytestmark = pytest.mark.skipif(
-    why_perf_analyzer_cannot_run() is not None, reason=str(why_perf_analyzer_cannot_run())
-)
+pytestmark = pytest.mark.skipif(tool.why_cannot_run() is not None, reason=str(tool.why_cannot_run()))
 
 
 def make_perf(host: str, http_port: str, grpc_port: str, perf_args: str) -> subprocess.CompletedProcess:
