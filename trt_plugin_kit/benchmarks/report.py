@@ -36,7 +36,19 @@ def metric_text(metric: str, value) -> str:
     return f"{value:.2f}x"
 
 
-def markdown(report: dict) -> str:
+def profile_links(out: Path) -> dict[str, str]:
+    """{case id: link to its Nsight Compute profile} where ../ncu/ncu.json (scripts/gpu_ncu.sh) lies beside
+    the reports' folder (records/benchmarks and records/ncu), else nothing."""
+    ncu = out.parent / "ncu" / "ncu.json"
+    if not ncu.is_file():
+        return {}
+    cases = json.loads(ncu.read_text()).get("cases", [])
+    return {c["id"]: f"../ncu/ncu.md#{c['anchor']}" for c in cases if c.get("kernels") and c.get("anchor")}
+
+
+def markdown(report: dict, profiles: dict[str, str] | None = None) -> str:
+    """The tables; `profiles` ({case id: link}, profile_links) adds a link to each profiled case."""
+    profiles = profiles or {}
     meta = report["meta"]
     dev = meta.get("device") or {}
     roof = report.get("roofline") or {}
@@ -124,6 +136,8 @@ def markdown(report: dict) -> str:
                 first = True
                 for name, m, ratio in impls:
                     label = f"`{r['id']}`" if first else ""
+                    if first and r["id"] in profiles:
+                        label += f" ([ncu]({profiles[r['id']]}))"
                     first = False
                     if name == "error":
                         lines.append(
@@ -253,7 +267,7 @@ def write_reports(report: dict, out: Path, chart: bool) -> list[str]:
     tmp.write_text(json.dumps(report, indent=1, sort_keys=False) + "\n")
     tmp.replace(out / "benchmark.json")
     written.append(str(out / "benchmark.json"))
-    (out / "benchmark.md").write_text(markdown(report) + "\n")
+    (out / "benchmark.md").write_text(markdown(report, profile_links(out)) + "\n")
     written.append(str(out / "benchmark.md"))
     if chart:
         written.append(write_chart(report, out / "benchmark.png"))
