@@ -170,6 +170,10 @@ def draw_panel(fig, panel: dict, lines: list, frame: tuple, span: tuple) -> None
     unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "short")
     suffix, scale = UNITS.get(unit, (unit, 1.0))
     ax.set_title(panel["title"], fontsize=11, loc="left", weight="bold")
+    if len(lines) > 10:  # the default cycle has 10 colours: a panel of more would repeat them
+        import matplotlib  # noqa: PLC0415
+
+        ax.set_prop_cycle(color=matplotlib.colormaps["tab20"].colors)
     for name, times, values in sorted(lines, key=lambda s: s[0]):
         stamps, scaled = with_gaps(times, [v * scale for v in values], step)
         ax.plot(stamps, scaled, linewidth=1.3, label=name)
