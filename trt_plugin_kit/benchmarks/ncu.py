@@ -6,10 +6,11 @@ each (the speed-of-light rule: the busier of memory and compute at >= 60 % of pe
 means latency; the occupancy limiter is the smallest of the per-SM block limits). scripts/gpu_ncu.sh builds
 the library with -DTRT_PLUGIN_KIT_NVTX=ON and runs this on the GPU machine.
 
-Per case, two child processes run the case as the benchmark does (libplugin_bench.so, the same tactic timing):
-1. without a profiler, to read the tactic the plugin's timing picks on this GPU ("-> tactic N"; 0: none);
-2. under ``ncu --nvtx --nvtx-include "trt_plugin_kit@<Plugin> tactic <N>/"``: only kernels inside that
-   enqueue's NVTX range (plugins/common/nvtx_range.h), the first few launches, with the clocks left alone.
+Child processes run each case as the benchmark does (libplugin_bench.so, the same tactic timing):
+1. one for all cases, without a profiler, to read the tactic each plugin's timing picks on this GPU
+   ("-> tactic N"; 0: none);
+2. per case, under ``ncu --nvtx --nvtx-include "trt_plugin_kit@<Plugin> tactic <N>/"``: only kernels inside
+   that enqueue's NVTX range (plugins/common/nvtx_range.h), the first few launches, clocks left alone.
 Kernels inside CUDA graphs are not in a range (NVTX marks the capture), so the eager enqueues that come before
 the graphs are the ones profiled; ncu flushes the caches before each replay pass (DRAM-cold, as the
 benchmark's rotating sets are).
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 
 from trt_plugin_kit.benchmarks.cases import build_cases
-from trt_plugin_kit.benchmarks.library import BenchLibrary, find_libraries
+from trt_plugin_kit.benchmarks.library import BenchError, BenchLibrary, find_libraries
 
 PROG = "python3 -m trt_plugin_kit.benchmarks.ncu"
 NVTX_DOMAIN = "trt_plugin_kit"  # plugins/common/nvtx_range.h's kNvtxDomain
@@ -65,6 +66,8 @@ METRICS = {
     "grid_size": "launch__grid_size",
     "waves_per_sm": "launch__waves_per_multiprocessor",
 }
+# Where a metric name of METRICS is unknown to the installed ncu: the sections that report them under theirs.
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
 BOUND_PCT = 60.0  # Nsight Compute's speed-of-light threshold for "this unit bounds the kernel"
 TACTIC_LINE = re.compile(r"-> tactic (\d+)")
 
@@ -110,13 +113,20 @@ def case_by_id(case_id: str):
 
 
 def run_case(args) -> int:
-    """The child: one case through libplugin_bench.so, briefly (the tactic timing is the benchmark's own)."""
-    case = case_by_id(args.run_case)
+    """The child: each case of --run-case (comma-separated ids) through libplugin_bench.so, briefly (the
+    tactic timing is the benchmark's own), each announced by a "case ID" line."""
     bench, plugin = find_libraries(args)
     lib = BenchLibrary(bench, plugin)
-    print(f"case {case.id} ({case.plugin}, graph batch {case.graph_batch})", flush=True)
-    lib.run(case, 20, "max_seconds=0.3")
-    return 0
+    failed = 0
+    for case_id in args.run_case.split(","):
+        case = case_by_id(case_id)
+        print(f"case {case.id} ({case.plugin}, graph batch {case.graph_batch})", flush=True)
+        try:
+            lib.run(case, 20, "max_seconds=0.3")
+        except BenchError as error:
+            print(f"case {case.id} failed: {error}", flush=True)
+            failed += 1
+    return 1 if failed else 0
 
 
 def child_command(args, case_id: str) -> list[str]:
@@ -127,29 +137,49 @@ def child_command(args, case_id: str) -> list[str]:
     return command
 
 
-def chosen_tactic(args, case_id: str) -> int:
-    done = subprocess.run(child_command(args, case_id), capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        raise RuntimeError(f"{case_id}: the case failed without the profiler:\n{done.stdout}{done.stderr}")
-    found = TACTIC_LINE.findall(done.stdout)
-    return int(found[-1]) if found else 0
+def chosen_tactics(args, case_ids: list[str]) -> dict[str, int | str]:
+    """{case id: the tactic its plugin's timing picks on this GPU (0: it has none), or why the case failed},
+    all cases in one child process without a profiler."""
+    done = subprocess.run(
+        child_command(args, ",".join(case_ids)), capture_output=True, text=True, timeout=600
+    )
+    found: dict[str, int | str] = {}
+    current = None
+    for line in done.stdout.splitlines():
+        if line.startswith("case "):
+            current = line.split()[1]
+            found[current] = line.partition(" failed: ")[2] or 0
+        elif current and (match := TACTIC_LINE.search(line)):
+            found[current] = int(match[1])
+    said = [line for line in (done.stdout + done.stderr).splitlines() if line.strip()] or ["no output"]
+    missing = f"the case did not run without the profiler: {said[-1]}"
+    return {case_id: found.get(case_id, missing) for case_id in case_ids}
 
 
 def profile(args, case, tactic: int, csv_path: Path) -> str:
-    """ncu on the case's enqueues of `tactic`; returns the range filtered on. Raises with ncu's own words."""
+    """ncu on the case's enqueues of `tactic`; returns the range filtered on. Raises with ncu's own words.
+    Where this ncu knows a metric of METRICS by another name, the sections that hold them do instead."""
     label = f"{case.plugin} tactic {tactic}"
-    command = [
+    base = [
         args.ncu, "--nvtx", "--nvtx-include", f"{NVTX_DOMAIN}@{label}/", "--launch-count", str(LAUNCHES),
-        "--clock-control", "none", "--metrics", ",".join(METRICS.values()), "--csv", "--page", "raw",
-        "--print-units", "base", "--log-file", str(csv_path), *child_command(args, case.id),
+        "--clock-control", "none", "--csv", "--page", "raw", "--print-units", "base",
+        "--log-file", str(csv_path),
     ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if done.returncode != 0:
+    done = None
+    for collect in (
+        ["--metrics", ",".join(METRICS.values())],
+        [a for s in SECTIONS for a in ("--section", s)],
+    ):
+        done = subprocess.run(base + collect + child_command(args, case.id), capture_output=True, text=True,
+                              timeout=600)  # fmt: skip
         log = csv_path.read_text(errors="replace") if csv_path.exists() else ""
-        raise RuntimeError(
-            f"ncu exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}{log[-3000:]}"
-        )
-    return label
+        if done.returncode == 0:
+            return label
+        if "metric" not in (done.stdout + done.stderr + log).lower():
+            break
+    raise RuntimeError(
+        f"ncu exited {done.returncode}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}{log[-3000:]}"
+    )
 
 
 def number(text: str) -> float | None:
@@ -259,14 +289,18 @@ def profile_all(args) -> int:
     report = {"device": device_name(), "ncu_version": version[-1] if version else "?",
               "command": " ".join([PROG, *sys.argv[1:]]), "cases": []}  # fmt: skip
     start = time.monotonic()
-    for case_id in args.case or DEFAULT_CASES:
+    case_ids = args.case or list(DEFAULT_CASES)
+    tactics = chosen_tactics(args, case_ids)
+    for case_id in case_ids:
         case = case_by_id(case_id)
         entry = {"id": case.id, "plugin": case.plugin, "anchor": case_anchor(case.id)}
         csv_path = out / f"{case.id.replace('/', '_').replace('>', '')}.csv"
         try:
             if args.time_budget and time.monotonic() - start > args.time_budget:
                 raise RuntimeError(f"not started: the time budget of {args.time_budget:.0f} s was spent")
-            entry["tactic"] = chosen_tactic(args, case.id)
+            if isinstance(tactics[case.id], str):
+                raise RuntimeError(tactics[case.id])
+            entry["tactic"] = tactics[case.id]
             entry["range"] = f"{NVTX_DOMAIN}@" + profile(args, case, entry["tactic"], csv_path) + "/"
             entry["kernels"] = read_kernels(csv_path)
             if not entry["kernels"]:
@@ -301,6 +335,8 @@ def relink_benchmark(out: Path) -> None:
 
 
 def device_name() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return "? (no nvidia-smi)"
     done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                           text=True)  # fmt: skip
     return done.stdout.strip().splitlines()[0] if done.returncode == 0 and done.stdout.strip() else "?"
