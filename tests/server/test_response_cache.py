@@ -1,0 +1,106 @@
+"""Triton's response cache as the kit ships it: the deterministic models' configurations enable it, and only a
+server started with a cache (`make serve -- --cache-config=local,size=...`, as loadtests/README.md says) uses
+it. Over both protocols, through the edge: a repeated request is a hit with the same answer, another input a
+miss; the ensemble caches its whole answer; the default server (no cache) never hits."""
+
+from __future__ import annotations
+
+import secrets
+import urllib.request
+
+import numpy as np
+import pytest
+import tritonclient.grpc as grpcclient
+import tritonclient.http as httpclient
+
+from loadtests.response_cache import CACHE_FLAG, HITS, MISSES
+from trt_plugin_kit.interface import (
+    L2NORM,
+    L2NORM_INPUT,
+    L2NORM_OUTPUT,
+    MNIST,
+    MNIST_INPUT,
+    MNIST_OUTPUT,
+    MNIST_PIPELINE,
+    PIPELINE_INPUT,
+    PIPELINE_OUTPUT,
+    REPO_ROOT,
+)
+from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.triton.metrics import read_metrics
+
+CLIENTS = {"http": httpclient, "grpc": grpcclient}
+
+
+@pytest.fixture(scope="module")
+def cached_server(tmp_path_factory):
+    server = TritonServer(
+        variant="cpu",
+        ports=Ports.free("127.0.0.1"),
+        log_file=tmp_path_factory.mktemp("cache") / "tritonserver.log",
+        extra_args=[CACHE_FLAG],
+        exit_timeout_s=3,
+        admin_key=secrets.token_hex(32),
+    )
+    try:
+        server.start()
+        server.wait_until_ready(240)
+        yield server
+    finally:
+        server.stop()
+
+
+def counts(server, model: str) -> tuple[float, float]:
+    values = read_metrics(server.metrics_url, (HITS, MISSES))
+    return values[HITS].get(model, 0.0), values[MISSES].get(model, 0.0)
+
+
+def infer(server, protocol: str, model: str, name: str, array: np.ndarray, output: str) -> np.ndarray:
+    module = CLIENTS[protocol]
+    client = module.InferenceServerClient(server.http_url if protocol == "http" else server.grpc_url)
+    datatype = "BYTES" if array.dtype == np.object_ else "FP32"
+    tensor = module.InferInput(name, list(array.shape), datatype)
+    tensor.set_data_from_numpy(array)
+    try:
+        return client.infer(model, [tensor]).as_numpy(output)
+    finally:
+        client.close()
+
+
+def requests(protocol: str) -> list[tuple[str, str, np.ndarray, np.ndarray, str]]:
+    """(model, input, a request, another request, output) of each cached model; distinct per protocol, so
+    that each protocol's first request is a miss."""
+    rng = np.random.default_rng(0 if protocol == "http" else 1)
+    digits = rng.random((2, 8, 1, 28, 28), dtype=np.float32)
+    vectors = rng.standard_normal((2, 4, 128)).astype(np.float32)
+    png = (REPO_ROOT / "samples" / "digits" / ("3.png" if protocol == "http" else "7.png")).read_bytes()
+    other = (REPO_ROOT / "samples" / "digits" / ("5.png" if protocol == "http" else "9.png")).read_bytes()
+    pictures = [np.array([[png]], dtype=np.object_), np.array([[other]], dtype=np.object_)]
+    return [
+        (MNIST, MNIST_INPUT, digits[0], digits[1], MNIST_OUTPUT),
+        (L2NORM, L2NORM_INPUT, vectors[0], vectors[1], L2NORM_OUTPUT),
+        (MNIST_PIPELINE, PIPELINE_INPUT, pictures[0], pictures[1], PIPELINE_OUTPUT),
+    ]
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+def test_a_repeated_request_is_answered_from_the_cache(cached_server, protocol):
+    for model, name, first, second, output in requests(protocol):
+        hits, misses = counts(cached_server, model)
+        answer = infer(cached_server, protocol, model, name, first, output)
+        again = infer(cached_server, protocol, model, name, first, output)
+        other = infer(cached_server, protocol, model, name, second, output)
+        np.testing.assert_array_equal(again, answer)  # the cached answer is the computed one
+        assert not np.array_equal(other, answer), model
+        after = counts(cached_server, model)
+        assert (after[0] - hits, after[1] - misses) == (1, 2), (model, protocol, after, hits, misses)
+
+
+def test_the_default_server_has_no_cache(triton_server):
+    # The configurations enable the cache, make serve starts no cache: nothing is cached, nothing is held.
+    vectors = np.ones((4, 128), np.float32)
+    for _ in range(2):
+        infer(triton_server, "grpc", L2NORM, L2NORM_INPUT, vectors, L2NORM_OUTPUT)
+    assert counts(triton_server, L2NORM)[0] == 0
+    with urllib.request.urlopen(triton_server.metrics_url, timeout=10) as response:
+        assert "nv_cache_util" not in response.read().decode()
