@@ -1,14 +1,15 @@
-// NVTX ranges around every plugin's enqueue, so that Nsight Systems shows and Nsight Compute filters a plugin's
-// kernels inside a whole engine: domain "trt_plugin_kit", one push/pop range per enqueue named
+// NVTX ranges around every plugin's enqueue, so that Nsight Systems shows and Nsight Compute filters a
+// plugin's kernels inside a whole engine: domain "trt_plugin_kit", one push/pop range per enqueue named
 // "<creator> tactic <n>" (e.g. "FullyConnected tactic 3"; tactic 0 is the plugin's default).
 //
 // Off by default, at no cost: without TRT_PLUGIN_KIT_NVTX the types below are empty and every call is an
-// inline no-op. `cmake -DTRT_PLUGIN_KIT_NVTX=ON` turns them on (NVTX v3 is header-only, from the CUDA toolkit;
-// with no tool attached each push/pop is one predictable branch).
+// inline no-op. `cmake -DTRT_PLUGIN_KIT_NVTX=ON` turns them on (NVTX v3 is header-only, from the CUDA
+// toolkit; with no tool attached each push/pop is one predictable branch).
 //
-// enqueue must not allocate: the label is written into a fixed buffer in setTactic and on construction, never in
-// enqueue (an ASCII message, not a registered string: Nsight Compute's --nvtx-include matches it by text). NVTX makes no CUDA call, so the range is
-// harmless inside a CUDA-graph capture (it marks the capture, not the replays).
+// enqueue must not allocate: the label is written into a fixed buffer in setTactic and on construction, never
+// in enqueue (an ASCII message, not a registered string: Nsight Compute's --nvtx-include matches it by text).
+// NVTX makes no CUDA call, so the range is harmless inside a CUDA-graph capture (it marks the capture, not
+// the replays).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +41,7 @@ public:
     void set(char const* creator, int32_t tactic) noexcept
     {
         std::snprintf(mText, sizeof(mText), "%s tactic %d", creator, static_cast<int>(tactic));
+        nvtxDomain();  // the domain is created here, before any enqueue, not on the first one
     }
     char const* text() const noexcept { return mText; }
 
@@ -82,4 +84,4 @@ public:
 
 #endif
 
-} // namespace trt_plugin_kit
+}  // namespace trt_plugin_kit
