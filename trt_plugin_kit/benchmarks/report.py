@@ -46,6 +46,61 @@ def profile_links(out: Path) -> dict[str, str]:
     return {c["id"]: f"../ncu/ncu.md#{c['anchor']}" for c in cases if c.get("kernels") and c.get("anchor")}
 
 
+def case_tables(records: list[dict], profiles: dict[str, str]) -> list[str]:
+    """One table per group and family: every implementation's times, bandwidth and speed-up."""
+    lines: list[str] = []
+    for group, title in (("large", "Large shapes"), ("mnist", "MNIST serving sizes")):
+        for family in FAMILY_ORDER:
+            rows = [r for r in records if r["group"] == group and r["family"] == family]
+            if not rows:
+                continue
+            fc = family == "FullyConnected"
+            lines += [f"## {title}: {family}", ""]
+            if group == "mnist":
+                lines += [f"Time per enqueue in CUDA graphs of {MNIST_GRAPH_BATCH} enqueues.", ""]
+            head = "| case | implementation | median µs | p10 – p90 µs | GB/s | % of copy |"
+            sep = "|---|---|---:|---:|---:|---:|"
+            if fc:
+                head += " TFLOP/s |"
+                sep += "---:|"
+            lines += [head + " plugin speed-up |", sep + "---:|"]
+            for r in rows:
+                impls = []
+                if r.get("plugin_result"):
+                    impls.append(("**plugin**", r["plugin_result"], None))
+                for p in r.get("peers", []) + r.get("versus", []):
+                    impls.append((p["name"], p, p.get("speed_ratio")))
+                if r.get("error"):
+                    impls.append(("error", {}, None))
+                first = True
+                for name, m, ratio in impls:
+                    label = f"`{r['id']}`" if first else ""
+                    if first and r["id"] in profiles:
+                        label += f" ([ncu]({profiles[r['id']]}))"
+                    first = False
+                    if name == "error":
+                        lines.append(
+                            f"| {label} | error: {r['error']} | | | | |" + (" |" if fc else "") + " |"
+                        )
+                        continue
+                    if m.get("error"):
+                        lines.append(
+                            f"| {label} | {name}: {m['error']} | | | | |" + (" |" if fc else "") + " |"
+                        )
+                        continue
+                    spread = f"{fmt(m.get('p10_us'), 2)} – {fmt(m.get('p90_us'), 2)}"
+                    row = (
+                        f"| {label} | {name} | {fmt(m.get('median_us'), 2)} | {spread} | "
+                        f"{fmt(m.get('gb_per_s'), 0)} | {fmt(m.get('pct_copy'), 1, '%')} |"
+                    )
+                    if fc:
+                        row += f" {fmt(m.get('tflops'), 1)} |"
+                    row += f" {fmt(ratio, 2, 'x')} |"
+                    lines.append(row)
+            lines.append("")
+    return lines
+
+
 def markdown(report: dict, profiles: dict[str, str] | None = None) -> str:
     """The tables; `profiles` ({case id: link}, profile_links) adds a link to each profiled case."""
     profiles = profiles or {}
@@ -110,55 +165,7 @@ def markdown(report: dict, profiles: dict[str, str] | None = None) -> str:
     lines.append("")
 
     records = report.get("cases", [])
-    for group, title in (("large", "Large shapes"), ("mnist", "MNIST serving sizes")):
-        for family in FAMILY_ORDER:
-            rows = [r for r in records if r["group"] == group and r["family"] == family]
-            if not rows:
-                continue
-            fc = family == "FullyConnected"
-            lines += [f"## {title}: {family}", ""]
-            if group == "mnist":
-                lines += [f"Time per enqueue in CUDA graphs of {MNIST_GRAPH_BATCH} enqueues.", ""]
-            head = "| case | implementation | median µs | p10 – p90 µs | GB/s | % of copy |"
-            sep = "|---|---|---:|---:|---:|---:|"
-            if fc:
-                head += " TFLOP/s |"
-                sep += "---:|"
-            lines += [head + " plugin speed-up |", sep + "---:|"]
-            for r in rows:
-                impls = []
-                if r.get("plugin_result"):
-                    impls.append(("**plugin**", r["plugin_result"], None))
-                for p in r.get("peers", []) + r.get("versus", []):
-                    impls.append((p["name"], p, p.get("speed_ratio")))
-                if r.get("error"):
-                    impls.append(("error", {}, None))
-                first = True
-                for name, m, ratio in impls:
-                    label = f"`{r['id']}`" if first else ""
-                    if first and r["id"] in profiles:
-                        label += f" ([ncu]({profiles[r['id']]}))"
-                    first = False
-                    if name == "error":
-                        lines.append(
-                            f"| {label} | error: {r['error']} | | | | |" + (" |" if fc else "") + " |"
-                        )
-                        continue
-                    if m.get("error"):
-                        lines.append(
-                            f"| {label} | {name}: {m['error']} | | | | |" + (" |" if fc else "") + " |"
-                        )
-                        continue
-                    spread = f"{fmt(m.get('p10_us'), 2)} – {fmt(m.get('p90_us'), 2)}"
-                    row = (
-                        f"| {label} | {name} | {fmt(m.get('median_us'), 2)} | {spread} | "
-                        f"{fmt(m.get('gb_per_s'), 0)} | {fmt(m.get('pct_copy'), 1, '%')} |"
-                    )
-                    if fc:
-                        row += f" {fmt(m.get('tflops'), 1)} |"
-                    row += f" {fmt(ratio, 2, 'x')} |"
-                    lines.append(row)
-            lines.append("")
+    lines += case_tables(records, profiles)
     lines += lenet_chain.markdown(report.get("chains", []))
     lines += head_to_head_markdown(report.get("head_to_head", []))
     notes = [r for r in records if r.get("note")]
