@@ -1,7 +1,7 @@
 """Triton's response cache as the kit ships it: the deterministic models' configurations enable it, and only
-a server started with a cache (`make serve SERVE_ARGS="-- --cache-config=local,size=..."`, loadtests/README.md)
-uses it. Over both protocols, through the edge: a repeated request is a hit with the same answer, another
-input a miss; the ensemble caches its whole answer; the default server (no cache) never hits."""
+a server started with a cache (`make serve SERVE_ARGS="-- --cache-config=local,size=..."`, see
+loadtests/README.md) uses it. Over both protocols, through the edge: a repeated request is a hit with the same
+answer, another input a miss; the ensemble caches its whole answer; make serve's server never hits."""
 
 from __future__ import annotations
 
