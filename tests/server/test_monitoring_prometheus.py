@@ -207,6 +207,8 @@ def test_the_dashboard_is_drawn_from_its_own_queries(scraped, tmp_path):
     assert empty == ["GPU memory used", "GPU power", "GPU utilization"], drawn
     # One line per series a query returns: the failure panel shows every model's every reason.
     assert drawn["Failures"] == 4 * 4 and drawn["Servers answering"] == 2, drawn
+    # p50 and p99 of every model (a model whose configuration enables the response cache has none).
+    assert drawn["Request latency p50 / p99"] == 2 * len(MODEL_NAMES), drawn
     assert (tmp_path / "dashboard.png").stat().st_size > 50_000
 
 
