@@ -15,7 +15,7 @@ import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
 
-from loadtests.response_cache import CACHE_FLAG, HITS, MISSES, MODELS, cached_repository
+from loadtests.response_cache import CACHE_FLAG, CACHE_METRICS, HITS, MISSES, MODELS, cached_repository
 from trt_plugin_kit.interface import (
     L2NORM,
     L2NORM_INPUT,
@@ -98,6 +98,14 @@ def test_a_repeated_request_is_answered_from_the_cache(cached_server, protocol):
         assert not np.array_equal(other, answer), model
         after = counts(cached_server, model)
         assert (after[0] - hits, after[1] - misses) == (1, 2), (model, protocol, after, hits, misses)
+
+
+def test_the_cache_metrics_the_docs_name_are_exported(cached_server):
+    # The names loadtests/response_cache.py reads and the docs quote (the monitoring test allows them for
+    # that reason: make serve's server, which it reads, has no cache).
+    with urllib.request.urlopen(cached_server.metrics_url, timeout=10) as response:
+        exported = set(re.findall(r"^(nv_cache_\w+)[{ ]", response.read().decode(), re.MULTILINE))
+    assert set(CACHE_METRICS) <= exported, exported
 
 
 def test_the_shipped_models_keep_their_latency_summaries(triton_server):
