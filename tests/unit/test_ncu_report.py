@@ -52,3 +52,19 @@ def test_benchmark_report_links_profiled_cases(tmp_path):
     text = markdown(report, links)
     assert f"| `{case}` ([ncu](../ncu/ncu.md#fcfp324096x800-500)) |" in text
     assert len(re.findall(r"\(\[ncu\]", text)) == 1
+
+
+def test_the_h200_record_reads_back():
+    # records/ncu/: ncu's own raw CSV of the GPU run, read by the code that wrote ncu.json, gives its numbers,
+    # and ncu saw every kernel inside its enqueue's NVTX range (the build option at work).
+    records = REPO_ROOT / "records" / "ncu"
+    report = json.loads((records / "ncu.json").read_text())
+    assert {c["plugin"] for c in report["cases"]} == {case.plugin for case in build_cases()}
+    for case in report["cases"]:
+        kernels = ncu.read_kernels(records / f"{case['id'].replace('/', '_').replace('>', '')}.csv")
+        assert kernels == case["kernels"], case["id"]
+        assert {k["nvtx"] for k in kernels} == {f"trt_plugin_kit:{case['plugin']} tactic {case['tactic']}"}
+        assert all(k["duration_ns"] > 0 and k["occupancy_limiter"] for k in kernels), case["id"]
+    by_id = {c["id"]: c["kernels"][0] for c in report["cases"]}
+    assert by_id["prelu/fp32/256x64x112x112"]["bound"] == "memory"
+    assert by_id["fc/fp32/4096x800->500"]["bound"] == "compute"

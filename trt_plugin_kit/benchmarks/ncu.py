@@ -204,10 +204,19 @@ def read_kernels(csv_path: Path) -> list[dict]:
         if name in seen:
             continue
         seen.add(name)
-        kernel = {"kernel": name}
+        kernel = {"kernel": name, "nvtx": nvtx_range(row)}
         kernel.update({key: number(row.get(metric, "")) for key, metric in METRICS.items()})
         kernels.append(derive(kernel))
     return kernels
+
+
+def nvtx_range(row: dict) -> str:
+    """The push/pop range ncu saw the kernel in, as "domain:range" (the raw page's thread NVTX column:
+    '1431  "trt_plugin_kit:FullyConnected tactic 25:none:...:ASCII:FullyConnected tactic 25"')."""
+    column = next((name for name in row if name and "Push/Pop_Range" in name), None)
+    value = (row.get(column) or "") if column else ""
+    value = value.split('"', 1)[1] if '"' in value else value  # after the thread id: '1431  "domain:...'
+    return ":".join(value.split(":")[:2])
 
 
 def derive(k: dict) -> dict:
@@ -256,7 +265,11 @@ def markdown(report: dict) -> str:
         if case.get("error"):
             lines += [f"Not profiled: {case['error'].splitlines()[0]}", ""]
             continue
-        lines.append(f"Range `{case['range']}`; {len(case['kernels'])} kernel(s).")
+        seen = sorted({k.get("nvtx") or "?" for k in case["kernels"]})
+        lines.append(
+            f"Tactic {case['tactic']}; filter `{case['range']}`; {len(case['kernels'])} kernel(s), in the "
+            f"NVTX range (as ncu saw it) {', '.join(f'`{r}`' for r in seen)}."
+        )
         lines += ["", "| kernel | time µs | DRAM GB/s | DRAM % of peak | memory % | compute % | bound | "
                   "occupancy % (theor.) | occupancy limiter | regs | block × grid |",
                   "|---|---:|---:|---:|---:|---:|---|---:|---|---:|---|"]  # fmt: skip
