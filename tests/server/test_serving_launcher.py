@@ -231,7 +231,7 @@ def gpu_host(tmp_path, monkeypatch):
     return binary, library, repository
 
 
-def test_tensorrt_variant_preloads_the_plugin_library_on_the_default_configs(tmp_path, gpu_host):
+def test_tensorrt_variant_has_the_tensorrt_backend_load_the_plugin_library_on_the_default_configs(tmp_path, gpu_host):
     binary, library, repository = gpu_host
     for model in TENSORRT_MODELS:
         (repository / model / "1" / "model.plan").write_bytes(b"engine")
@@ -245,7 +245,10 @@ def test_tensorrt_variant_preloads_the_plugin_library_on_the_default_configs(tmp
         server.stop()
     args = (binary.parent / "args").read_text().splitlines()
     env = dict(line.split("=", 1) for line in (binary.parent / "env").read_text().splitlines() if "=" in line)
-    assert env["LD_PRELOAD"].split(os.pathsep)[0] == str(library)
+    # The TensorRT backend loads the library (tensorrt_backend's `plugins` setting); no LD_PRELOAD, which the
+    # Python backend's stubs would inherit.
+    assert f"--backend-config=tensorrt,plugins={library}" in args
+    assert str(library) not in env.get("LD_PRELOAD", "")
     assert str(REPO_ROOT) in env["PYTHONPATH"].split(os.pathsep)  # mnist_preprocess imports trt_plugin_kit
     assert not any(arg.startswith("--model-config-name") for arg in args)  # the TensorRT configs
     assert f"--model-repository={repository}" in args and "--model-control-mode=none" in args
