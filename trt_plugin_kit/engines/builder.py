@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
@@ -220,6 +221,17 @@ def configure_builder(api: TensorRTApi, builder, job: BuildJob, workspace_mib: i
     return config
 
 
+def timing_cache_name(tensorrt_tag: str, device_name: str | None) -> str:
+    """timing_cache_<TensorRT release>_<GPU model>.bin, e.g. timing_cache_trt10.13.3.9_NVIDIA-H200.bin.
+
+    TensorRT times every tactic (ours from getValidTactics, its own layers') on the build GPU and keeps the
+    fastest per layer and shape in the cache; another GPU model or TensorRT version gets a file of its own,
+    so that no build starts from timings taken elsewhere (TensorRT would discard a mismatched cache anyway,
+    and with one file per machine kind a shared folder keeps every machine's)."""
+    device = re.sub(r"[^A-Za-z0-9.]+", "-", device_name).strip("-") if device_name else "no-GPU"
+    return f"timing_cache_{tensorrt_tag}_{device or 'GPU'}.bin"
+
+
 def build_engine(
     api: TensorRTApi, job: BuildJob, logger, timing_cache_path: Path, workspace_mib: int
 ) -> bytes:
@@ -234,6 +246,10 @@ def build_engine(
             print(f"timing cache {timing_cache_path} does not match this TensorRT/GPU: starting a new one")
             cache = config.create_timing_cache(b"")
             config.set_timing_cache(cache, ignore_mismatch=True)
+        elif cache_bytes:
+            print(f"timing cache {timing_cache_path}: {len(cache_bytes)} bytes of earlier timings reused")
+        else:
+            print(f"timing cache {timing_cache_path}: new, every tactic is timed on this GPU")
     monitor = make_progress_monitor(api.trt)
     config.progress_monitor = monitor
 
