@@ -186,7 +186,7 @@ def test_auto_picks_tensorrt_only_when_gpu_tensorrt_and_tritonserver_are_all_the
     ready.tensorrt_version = "10.13.3"
     assert choose_variant("auto", ready)[0] == "tensorrt"
     assert choose_variant("cpu", ready)[0] == "cpu"
-    missing = HostProbe(missing=["no NVIDIA GPU (nvidia-smi -L lists none)"])
+    missing = HostProbe(missing=["no NVIDIA GPU: no CUDA driver (libcuda.so.1 not loadable)"])
     variant, reason = choose_variant("auto", missing)
     assert variant == "cpu" and "no NVIDIA GPU" in reason
     with pytest.raises(ServingError, match="cannot run here: no NVIDIA GPU"):
@@ -231,7 +231,7 @@ def gpu_host(tmp_path, monkeypatch):
     return binary, library, repository
 
 
-def test_tensorrt_variant_has_the_tensorrt_backend_load_the_plugin_library_on_the_default_configs(tmp_path, gpu_host):
+def test_tensorrt_variant_has_the_tensorrt_backend_load_the_plugin_library(tmp_path, gpu_host):
     binary, library, repository = gpu_host
     for model in TENSORRT_MODELS:
         (repository / model / "1" / "model.plan").write_bytes(b"engine")
