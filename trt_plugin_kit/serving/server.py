@@ -364,7 +364,7 @@ class TritonServer:
                 f"cpu (PyTriton's tritonserver, Python backend, --model-config-name={CPU_MODEL_CONFIG_NAME}: "
                 "ONNX Runtime and NumPy)"
             )
-        return f"tensorrt (TensorRT engines, plugins from {self.plugin_library}, loaded by the TensorRT backend)"
+        return f"tensorrt (TensorRT engines, plugins from {self.plugin_library} in the TensorRT backend)"
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
