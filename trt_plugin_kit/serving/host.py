@@ -97,6 +97,7 @@ def find_system_tritonserver() -> Path | None:
 
 
 CUDA_DRIVER = "libcuda.so.1"
+CUDA_ERROR_NO_DEVICE = 100  # cuda.h's CUresult
 
 
 def list_gpus() -> tuple[list[str], str]:
@@ -110,6 +111,8 @@ def list_gpus() -> tuple[list[str], str]:
     except OSError:
         return [], f"no CUDA driver ({CUDA_DRIVER} not loadable)"
     status = cuda.cuInit(0)
+    if status == CUDA_ERROR_NO_DEVICE:  # on an H200 with CUDA_VISIBLE_DEVICES= (nvidia-smi -L still lists it)
+        return [], "CUDA sees no GPU (CUDA_ERROR_NO_DEVICE: hidden by CUDA_VISIBLE_DEVICES, or none usable)"
     if status != 0:
         return [], f"CUDA's cuInit failed with CUresult {status}"
     count = ctypes.c_int(0)
