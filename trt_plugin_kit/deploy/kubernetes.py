@@ -130,8 +130,8 @@ def serve_command(
     """The server container's command: `make serve`'s launcher, TensorRT variant, as compose's `triton`.
 
     serve.py starts tritonserver with serving.py's flags on private Unix sockets (their own network namespace
-    where the platform allows one) and the edge on the public ports given here; the plugin library goes into
-    tritonserver's LD_PRELOAD only. `--restart=never`: when tritonserver dies, serve.py exits and the kubelet
+    where the platform allows one) and the edge on the public ports given here; tritonserver's TensorRT
+    backend loads the plugin library (--backend-config=tensorrt,plugins=), no other process does. `--restart=never`: when tritonserver dies, serve.py exits and the kubelet
     restarts the container (restarts counted in the pod's status). The image's entrypoint checks the TensorRT
     stamp first (docker/triton_entrypoint.sh).
     """
@@ -170,8 +170,7 @@ def gpu_deployment_patch(pin: NgcPin, tritonserver_args: list[str]) -> dict:
         "name": "triton",
         "image": f"{TRITON_GPU_IMAGE}:{pin.release}",
         # `args`, not `command`: the image's entrypoint (NVIDIA's, then docker/triton_entrypoint.sh, which
-        # refuses artifacts built for another TensorRT than the image carries: the builder's stamp
-        # ARTIFACTS_DIR/TENSORRT_VERSION) runs first.
+        # refuses artifacts built with another TensorRT than the image carries, read in full) runs first.
         "args": serve_command(
             pin.model_repository,
             pin.plugin_library,
