@@ -131,9 +131,10 @@ def serve_command(
 
     serve.py starts tritonserver with serving.py's flags on private Unix sockets (their own network namespace
     where the platform allows one) and the edge on the public ports given here; tritonserver's TensorRT
-    backend loads the plugin library (--backend-config=tensorrt,plugins=), no other process does. `--restart=never`: when tritonserver dies, serve.py exits and the kubelet
-    restarts the container (restarts counted in the pod's status). The image's entrypoint checks the TensorRT
-    stamp first (docker/triton_entrypoint.sh).
+    backend loads the plugin library (--backend-config=tensorrt,plugins=), no other process does.
+    `--restart=never`: when tritonserver dies, serve.py exits and the kubelet restarts the container
+    (restarts counted in the pod's status). The image's entrypoint checks the TensorRT stamp first
+    (docker/triton_entrypoint.sh).
     """
     return [
         *SERVE_MODULE,
