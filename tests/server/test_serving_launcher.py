@@ -266,3 +266,17 @@ def test_tensorrt_variant_builds_missing_engines_and_reports_when_it_cannot(gpu_
     with pytest.raises(ServingError, match="build_engines.py failed"):
         server.start()
     assert server.process is None
+
+
+def test_a_plugin_library_that_does_not_link_the_runtime_is_refused_before_tritonserver_starts(monkeypatch):
+    """The library `make plugins` built here links no libnvinfer: on a host whose runtime is libnvinfer.so.10
+    the TensorRT backend would load it and register nothing. serve.py says so before starting anything."""
+    from trt_plugin_kit.engines import artifact_checks
+    from trt_plugin_kit.serving import host
+
+    built = sorted((REPO_ROOT / "build").glob("trt-*/libtrt_plugin_kit.so"))
+    if not built:
+        pytest.skip("no build/trt-*/libtrt_plugin_kit.so (make plugins builds it)")
+    monkeypatch.setattr(artifact_checks, "runtime_version", lambda: ("libnvinfer.so.10", "10.13.3.9"))
+    with pytest.raises(ServingError, match=r"cannot serve here: .* does not link libnvinfer\.so\.10"):
+        host.ensure_plugin_library("10.13.3", built[0])

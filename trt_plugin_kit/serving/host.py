@@ -202,11 +202,11 @@ def ensure_plugin_library(tensorrt_version: str, explicit: Path | None = None) -
     if explicit is not None:
         if not explicit.is_file():
             raise ServingError(f"plugin library {explicit} does not exist")
-        return explicit.resolve()
+        return checked_links(explicit.resolve())
     build_dir = BUILD_DIR / f"trt-{tensorrt_version}"
     library = build_dir / PLUGIN_LIBRARY_NAME
     if library.is_file():
-        return library
+        return checked_links(library)
     headers = find_tensorrt_headers()
     if headers is None or shutil.which("cmake") is None:
         raise ServingError(
@@ -222,6 +222,19 @@ def ensure_plugin_library(tensorrt_version: str, explicit: Path | None = None) -
     subprocess.run(["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2)], check=True)
     if not library.is_file():
         raise ServingError(f"the CMake build finished but {library} was not produced")
+    return checked_links(library)
+
+
+def checked_links(library: Path) -> Path:
+    """The library, once ldd shows it links the TensorRT runtime found here: Triton's TensorRT backend
+    dlopen()s it RTLD_LOCAL, and one that does not link libnvinfer loads and registers no plugin (its engines
+    then fail to load far from the cause). Where no runtime is found, the probe has already said so."""
+    found = artifact_checks.runtime_version()
+    if found is not None:
+        try:
+            artifact_checks.check_links(library, found[0])
+        except artifact_checks.CheckFailed as error:
+            raise ServingError(f"the plugin library cannot serve here: {error}") from None
     return library
 
 
