@@ -125,7 +125,8 @@ def test_services_build_from_the_pinned_images_and_check_the_version(compose):
     # The builder stamps the artifacts with its image's TensorRT; triton's entrypoint compares its own.
     script = (DOCKER_DIR / "build_artifacts.sh").read_text()
     assert "artifact_checks)" in script and '"${checks[@]}" version' in script
-    assert 'echo "${trt_version}" > "${stamp}"' in script.splitlines()[-2] + "\n" + script  # written last
+    stamp = script.index('echo "${trt_version}" > "${stamp}"')  # written last: after every engine
+    assert stamp > script.index("python3 build_engines.py") and script.index('rm -f "${stamp}"') < stamp
     entrypoint = (DOCKER_DIR / "triton_entrypoint.sh").read_text()
     assert "python3 -m trt_plugin_kit.engines.artifact_checks serving" in entrypoint
     triton_env = service_env(services["triton"])
