@@ -22,7 +22,7 @@ rm -f "${stamp}"
 # The TensorRT of this image, read from the libnvinfer its loader finds (the library links it, the engines
 # are built with it) and from its Python package: they must be one release.
 trt_version=$("${checks[@]}" version)
-python_version=$(python3 -c "import tensorrt; print(tensorrt.__version__)")
+python_version=$(python3 -c "import re, tensorrt; print(re.match(r'[0-9.]*[0-9]', tensorrt.__version__)[0])")
 if [[ "${trt_version}" != "${python_version}" ]]; then
   echo "builder: libnvinfer here is TensorRT ${trt_version}, the tensorrt Python package ${python_version}" >&2
   exit 1
