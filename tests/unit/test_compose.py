@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -188,7 +189,7 @@ def test_the_triton_entrypoint_stops_where_it_cannot_read_this_image_s_tensorrt(
     artifacts.mkdir()
     (artifacts / "TENSORRT_VERSION").write_text("11.3.0.12\n")
     env = {
-        "PATH": f"{Path(os.sys.executable).parent}:{os.environ['PATH']}",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
         "PYTHONPATH": str(REPO_ROOT),
         "ARTIFACTS_DIR": str(artifacts),
         "PLUGIN_LIBRARY": str(artifacts / "plugins" / "libtrt_plugin_kit.so"),
