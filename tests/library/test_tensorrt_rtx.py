@@ -4,7 +4,9 @@ TensorRT-RTX (the ``rtx`` extra, ``tensorrt-rtx-cu13``; ``make test`` installs i
 plugin registry and ONNX parser, and its builder runs without a GPU. Checked here:
 
 1. the library of every header set loads through its registry (``load_library`` -> ``getCreators``) with every
-   creator of the spec: name, version, namespace, field names and types;
+   creator of the spec: name, version, namespace, field names and types; loaded once as Triton and
+   build_engines.py load it (``dlopen``), the 11.1 library's creators register themselves, and a later
+   ``load_library`` still succeeds (issue 45);
 2. its ONNX parser creates our plugin from every custom node of every plugin-flavour model we ship or export
    (FP32, FP16, INT8), with no warning, and refuses a node with wrong attributes (our message names a field).
    Each node is parsed alone, in its own process: right after creating a custom plugin, TensorRT-RTX 1.7.1's
