@@ -67,7 +67,10 @@ enum Result : int
     kWorkspaceBytes,
     kL2Bytes,
     kGraphs,
-    kRotationBytes,  // inputs of all rotating sets together
+    kRotationBytes,    // inputs of all rotating sets together
+    kTactic,           // the tactic chosen (0: the plugin's default; NaN: the plugin has no tactics)
+    kTacticUs,         // its time when chosen (the tactic timing, not the measurement)
+    kDefaultTacticUs,  // tactic 0's time, timed the same way
     kResultCount
 };
 
@@ -552,84 +555,98 @@ void checkWritten(TensorSpec const& spec, void const* data, int index)
     }
 }
 
-//! Tactics, chosen as TensorRT's builder does: time each one, keep the fastest (and set it). Timed the way
-//! the case is measured: small enqueues inside a CUDA graph when `inGraph`, so that launch overhead does not
-//! pick the tactic (eager timing chose a slower one for FC at batch 1); otherwise one enqueue after the GPU
-//! wait kernel, the median of 15 (back-to-back enqueues overlap one another). Returns the tactic, 0 when the
-//! plugin has none.
-int32_t chooseTactic(std::string const& pluginName, IPluginV3* plugin,
-                     std::function<void(int64_t)> const& enqueue, int64_t sets, bool inGraph, uint64_t spinNs,
-                     cudaStream_t stream)
+//! A plugin's tactics as chooseTactic timed them.
+struct TacticChoice
+{
+    int32_t tactic{0};
+    double us{NAN};         // the chosen tactic's time
+    double defaultUs{NAN};  // tactic 0's
+    std::string timings;    // "0:us 1:us ...", every tactic in the order timed; empty: no tactics
+};
+
+//! Time per enqueue of the plugin's current tactic, timed the way the case is measured: small enqueues inside
+//! a CUDA graph when `inGraph`, so that launch overhead does not pick the tactic (eager timing chose a slower
+//! one for FC at batch 1), best of five; otherwise one enqueue after the GPU wait kernel, the median of 15
+//! (back-to-back enqueues overlap one another).
+double timeTactic(std::function<void(int64_t)> const& enqueue, int64_t sets, bool inGraph, uint64_t spinNs,
+                  cudaStream_t stream)
+{
+    for (int64_t r = 0; r < 3; ++r) enqueue(r % sets);
+    constexpr int64_t kTacticReps = 20;
+    if (inGraph)
+    {
+        cudaGraph_t graph = nullptr;
+        cudaOk(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
+        for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
+        cudaOk(cudaStreamEndCapture(stream, &graph), "end capture");
+        cudaGraphExec_t exec = nullptr;
+        cudaError_t const made = cudaGraphInstantiate(&exec, graph, 0);
+        cudaGraphDestroy(graph);
+        cudaOk(made, "cudaGraphInstantiate");
+        cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
+        double us = INFINITY;
+        for (int trial = 0; trial < 5; ++trial)  // best of five: the fastest tactics differ by a few percent
+        {
+            Events timing(1);
+            cudaOk(cudaEventRecord(timing.start[0], stream), "record");
+            cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
+            cudaOk(cudaEventRecord(timing.stop[0], stream), "record");
+            cudaOk(cudaStreamSynchronize(stream), "tactic timing");
+            us = std::min(us, timing.us(0) / static_cast<double>(kTacticReps));
+        }
+        cudaGraphExecDestroy(exec);
+        return us;
+    }
+    constexpr int64_t kEagerReps = 15;
+    Events timing(kEagerReps);
+    for (int64_t r = 0; r < kEagerReps; ++r)
+    {
+        if (spinNs) cudaOk(bench::launchSpin(spinNs, stream), "spin");
+        cudaOk(cudaEventRecord(timing.start[r], stream), "record");
+        enqueue((r + 1) % sets);
+        cudaOk(cudaEventRecord(timing.stop[r], stream), "record");
+    }
+    cudaOk(cudaStreamSynchronize(stream), "tactic timing");
+    std::vector<double> samples;
+    for (int64_t r = 0; r < kEagerReps; ++r) samples.push_back(timing.us(static_cast<size_t>(r)));
+    std::sort(samples.begin(), samples.end());
+    return samples[samples.size() / 2];
+}
+
+//! Tactics, chosen as TensorRT's builder does: time the default (0) and every tactic getValidTactics lists,
+//! keep the fastest (and set it). Without tactics, nothing is timed (tactic 0, no timings).
+TacticChoice chooseTactic(std::string const& pluginName, IPluginV3* plugin,
+                          std::function<void(int64_t)> const& enqueue, int64_t sets, bool inGraph,
+                          uint64_t spinNs, cudaStream_t stream)
 {
     Capabilities const caps = capabilitiesOf(plugin);
     int32_t const nbTactics = caps.build->getNbTactics();
-    if (nbTactics <= 0) return 0;
-    std::vector<int32_t> tactics(static_cast<size_t>(nbTactics));
-    if (caps.build->getValidTactics(tactics.data(), nbTactics) != 0)
+    TacticChoice choice;
+    if (nbTactics <= 0) return choice;
+    std::vector<int32_t> tactics(static_cast<size_t>(nbTactics) + 1, 0);  // 0 first: the default
+    if (caps.build->getValidTactics(tactics.data() + 1, nbTactics) != 0)
         fail("getValidTactics failed: ", errorsLogged());
     double bestUs = INFINITY;
-    int32_t best = 0;
-    std::string timings;
     for (int32_t tactic : tactics)
     {
         if (caps.runtime->setTactic(tactic) != 0) fail("setTactic(", tactic, ") failed: ", errorsLogged());
-        for (int64_t r = 0; r < 3; ++r) enqueue(r % sets);
-        constexpr int64_t kTacticReps = 20;
-        cudaGraphExec_t exec = nullptr;
-        if (inGraph)
-        {
-            cudaGraph_t graph = nullptr;
-            cudaOk(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), "begin capture");
-            for (int64_t r = 0; r < kTacticReps; ++r) enqueue(r % sets);
-            cudaOk(cudaStreamEndCapture(stream, &graph), "end capture");
-            cudaError_t const made = cudaGraphInstantiate(&exec, graph, 0);
-            cudaGraphDestroy(graph);
-            cudaOk(made, "cudaGraphInstantiate");
-            cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
-        }
-        double us = INFINITY;
-        if (exec != nullptr)
-        {
-            for (int trial = 0; trial < 5;
-                 ++trial)  // best of five: the fastest tactics differ by a few percent
-            {
-                Events timing(1);
-                cudaOk(cudaEventRecord(timing.start[0], stream), "record");
-                cudaOk(cudaGraphLaunch(exec, stream), "graph launch");
-                cudaOk(cudaEventRecord(timing.stop[0], stream), "record");
-                cudaOk(cudaStreamSynchronize(stream), "tactic timing");
-                us = std::min(us, timing.us(0) / static_cast<double>(kTacticReps));
-            }
-            cudaGraphExecDestroy(exec);
-        }
-        else
-        {
-            constexpr int64_t kEagerReps = 15;
-            Events timing(kEagerReps);
-            for (int64_t r = 0; r < kEagerReps; ++r)
-            {
-                if (spinNs) cudaOk(bench::launchSpin(spinNs, stream), "spin");
-                cudaOk(cudaEventRecord(timing.start[r], stream), "record");
-                enqueue((r + 1) % sets);
-                cudaOk(cudaEventRecord(timing.stop[r], stream), "record");
-            }
-            cudaOk(cudaStreamSynchronize(stream), "tactic timing");
-            std::vector<double> samples;
-            for (int64_t r = 0; r < kEagerReps; ++r) samples.push_back(timing.us(static_cast<size_t>(r)));
-            std::sort(samples.begin(), samples.end());
-            us = samples[samples.size() / 2];
-        }
-        timings += " " + std::to_string(tactic) + ":" + std::to_string(us).substr(0, 7);
+        double const us = timeTactic(enqueue, sets, inGraph, spinNs, stream);
+        choice.timings += (choice.timings.empty() ? "" : " ") + std::to_string(tactic) + ":" +
+                          std::to_string(us).substr(0, 7);
+        if (tactic == 0) choice.defaultUs = us;
         if (us < bestUs)
         {
             bestUs = us;
-            best = tactic;
+            choice.tactic = tactic;
         }
     }
-    if (caps.runtime->setTactic(best) != 0) fail("setTactic(", best, ") failed: ", errorsLogged());
-    std::printf("  %s: tactics (us per enqueue)%s -> tactic %d\n", pluginName.c_str(), timings.c_str(), best);
+    choice.us = bestUs;
+    if (caps.runtime->setTactic(choice.tactic) != 0)
+        fail("setTactic(", choice.tactic, ") failed: ", errorsLogged());
+    std::printf("  %s: tactics (us per enqueue) %s -> tactic %d\n", pluginName.c_str(),
+                choice.timings.c_str(), choice.tactic);
     std::fflush(stdout);
-    return best;
+    return choice;
 }
 
 void run(std::string const& pluginName, std::string const& fieldsSpec, std::string const& ioSpec,
@@ -723,8 +740,9 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     for (int32_t o = 0; o < nbOut; ++o) checkWritten(p.outputs[o], outPtrs[o], o);
 
     // ---- tactics, chosen as TensorRT's builder does: time each one, keep the fastest
-    chooseTactic(pluginName, attached.get(), enqueue, sets, graphBatch > 0,
-                 static_cast<uint64_t>(options.spinUs * 1000.0), stream.stream);
+    TacticChoice const choice = chooseTactic(pluginName, attached.get(), enqueue, sets, graphBatch > 0,
+                                             static_cast<uint64_t>(options.spinUs * 1000.0), stream.stream);
+    if (!choice.timings.empty()) outputs += "\n" + choice.timings;  // after the output description
 
     uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
     std::vector<double> samples;
@@ -802,6 +820,9 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     results[kWorkspaceBytes] = static_cast<double>(p.workspaceBytes);
     results[kL2Bytes] = l2;
     results[kRotationBytes] = static_cast<double>(sets) * static_cast<double>(inSet);
+    results[kTactic] = choice.timings.empty() ? NAN : static_cast<double>(choice.tactic);
+    results[kTacticUs] = choice.us;
+    results[kDefaultTacticUs] = choice.defaultUs;
 }
 
 // ------------------------------------------------------------------------------------------- chains
@@ -1032,9 +1053,11 @@ void chain(std::string const& spec, int64_t repetitions, Options const& options,
     for (auto& node : nodes)
     {
         ChainNode& current = *node;
-        int32_t const tactic = chooseTactic(
-            current.plugin, current.attached.get(), [&](int64_t set) { enqueueNode(current, set); }, sets,
-            true, 0, stream.stream);
+        int32_t const tactic =
+            chooseTactic(
+                current.plugin, current.attached.get(), [&](int64_t set) { enqueueNode(current, set); }, sets,
+                true, 0, stream.stream)
+                .tactic;
         tactics += (tactics.empty() ? "" : ", ") + std::to_string(tactic);
     }
 

@@ -113,6 +113,8 @@ __global__ void __launch_bounds__(Warps * 32)
     {
         acc[i] = 0.F;
     }
+    allowDependentKernels();
+    waitForPriorKernels();  // a dependent launch (launchDependent): x is the kernel before's output
     for (int32_t p0 = threadIdx.x; p0 < packs; p0 += kThreads * kInFlight)
     {
         P xs[kInFlight][R];
@@ -225,19 +227,15 @@ cudaError_t launchDot(void const* x, void const* w, void const* bias, void* y, i
                            static_cast<uintptr_t>(k * static_cast<int64_t>(sizeof(T)));
     if ((bits & 15U) == 0)
     {
-        fcDotKernel<T, R, C, Warps, 16 / sizeof(T)>
-            <<<grid, Warps * 32, 0, stream>>>(xt, wt, bt, yt, n, k32, m32);
+        return launchDependent(fcDotKernel<T, R, C, Warps, 16 / sizeof(T)>, grid, dim3(Warps * 32), stream,
+                               xt, wt, bt, yt, n, k32, m32);
     }
-    else if ((bits & 3U) == 0)
+    if ((bits & 3U) == 0)
     {
-        fcDotKernel<T, R, C, Warps, 4 / sizeof(T)>
-            <<<grid, Warps * 32, 0, stream>>>(xt, wt, bt, yt, n, k32, m32);
+        return launchDependent(fcDotKernel<T, R, C, Warps, 4 / sizeof(T)>, grid, dim3(Warps * 32), stream, xt,
+                               wt, bt, yt, n, k32, m32);
     }
-    else
-    {
-        return cudaErrorNotSupported;  // FP16 with an odd K
-    }
-    return cudaGetLastError();
+    return cudaErrorNotSupported;  // FP16 with an odd K
 }
 
 // --------------------------------------------------------------------------------- tensor-core kernel

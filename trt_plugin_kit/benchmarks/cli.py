@@ -35,7 +35,7 @@ from trt_plugin_kit.benchmarks.library import (
     find_libraries,
 )
 from trt_plugin_kit.benchmarks.peers import TorchRunner, import_torch, time_peer
-from trt_plugin_kit.benchmarks.report import METHOD, fmt, metric_text, write_reports
+from trt_plugin_kit.benchmarks.report import METHOD, fmt, metric_text, tactic_margin, write_reports
 from trt_plugin_kit.benchmarks.targets import attach_comparisons, derive, evaluate_targets
 from trt_plugin_kit.interface import REPO_ROOT
 
@@ -105,6 +105,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--copy-gib", type=float, default=1.0, help="size of the device-to-device copy (GiB)")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers and GEMM (plugins only)")
     p.add_argument("--no-chart", action="store_true", help="do not write benchmark.png")
+    p.add_argument(
+        "--tactics",
+        action="store_true",
+        help="benchmark.md (and the log) show every tactic's time per case, not only the chosen one's",
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
     args.command = f"{PROG} {shlex.join(argv)}".rstrip()  # recorded in benchmark.json and .md
@@ -270,7 +275,7 @@ def measure(args) -> int:
     meta["torch_missing"] = torch_missing
     meta["options"] = {
         k: getattr(args, k)
-        for k in ("repetitions", "max_seconds", "time_budget", "spin_us", "max_sets", "quick")
+        for k in ("repetitions", "max_seconds", "time_budget", "spin_us", "max_sets", "quick", "tactics")
     }
     meta["options"]["only"] = args.only
     l2 = int(meta["device"]["l2_bytes"])
@@ -353,6 +358,8 @@ def measure(args) -> int:
             m = rec["plugin_result"]
             gbps, pct = fmt(m.get("gb_per_s"), 0), fmt(m.get("pct_copy"), 1)
             line += f" plugin {m['median_us']:.2f} us ({gbps} GB/s, {pct}%)"
+            if m.get("tactic") is not None:
+                line += f" tactic {int(m['tactic'])} (x{fmt(tactic_margin(m), 3)} the default)"
         except Exception as error:  # recorded with the case; the run goes on with the next one
             rec["error"] = (
                 f"{type(error).__name__}: {error}" if not isinstance(error, BenchError) else str(error)
