@@ -1,8 +1,8 @@
 """SwiGLU's kernel in OpenAI Triton: ``y = silu(a) * b``, ``a`` and ``b`` the two halves of the last axis.
 
 Compiled ahead of time by the CMake build (``python -m trt_plugin_kit.triton_aot build``) into cubins and
-PTX embedded in libtrt_plugin_kit.so; swiglu_plugin.cpp picks a variant (a tactic) and computes the grid. One program
-covers BLOCK_R rows x BLOCK_C columns of the output; math in FP32 whatever the I/O type.
+PTX embedded in libtrt_plugin_kit.so; swiglu_plugin.cpp picks a variant (a tactic) and computes the grid.
+One program covers BLOCK_R rows x BLOCK_C columns of the output; math in FP32 whatever the I/O type.
 """
 
 import triton
@@ -35,12 +35,14 @@ TACTICS = (
     (4, 256, 4),
     (8, 256, 4),
     (16, 256, 8),
+    (1, 8192, 8),
+    (2, 2048, 8),
 )
 
 
 def _variants():
-    """fp32/fp16 x each of TACTICS (variant ``<dtype>_t<index>``), each in a 16-aligned version (half % 16 == 0
-    and 16-byte aligned pointers: 128-bit accesses, suffix ``_aligned``) and a general one."""
+    """fp32/fp16 x each of TACTICS (variant ``<dtype>_t<index>``), each in a 16-aligned version (half % 16
+    == 0 and 16-byte aligned pointers: 128-bit accesses, suffix ``_aligned``) and a general one."""
     out = {}
     for dtype, ty in (("fp32", "*fp32"), ("fp16", "*fp16")):
         for index, (block_r, block_c, warps) in enumerate(TACTICS):
