@@ -113,10 +113,28 @@ __global__ void __launch_bounds__(Warps * 32)
     {
         acc[i] = 0.F;
     }
+    // The first packs of weights are loaded before waiting for the kernel before (a dependent launch): they
+    // are the plugin's constants, so their loads overlap that kernel's tail; x, its output, is read after the
+    // wait.
+    P firstWeights[kInFlight][C];
+    if (packs > 0)
+    {
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u)
+        {
+            int32_t const p = min(static_cast<int32_t>(threadIdx.x) + u * kThreads, packs - 1);
+#pragma unroll
+            for (int c = 0; c < C; ++c)
+            {
+                firstWeights[u][c] = wRows[c][p];
+            }
+        }
+    }
     allowDependentKernels();
-    waitForPriorKernels();  // a dependent launch (launchDependent): x is the kernel before's output
+    waitForPriorKernels();
     for (int32_t p0 = threadIdx.x; p0 < packs; p0 += kThreads * kInFlight)
     {
+        bool const first = p0 == static_cast<int32_t>(threadIdx.x);
         P xs[kInFlight][R];
         P ws[kInFlight][C];
 #pragma unroll
@@ -131,7 +149,7 @@ __global__ void __launch_bounds__(Warps * 32)
 #pragma unroll
             for (int c = 0; c < C; ++c)
             {
-                ws[u][c] = wRows[c][p];
+                ws[u][c] = first ? firstWeights[u][c] : wRows[c][p];
             }
         }
 #pragma unroll
