@@ -37,7 +37,8 @@ from loadtests.options import (
 )
 from loadtests.workloads import WorkloadConfig, digit_source
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
+from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
 from trt_plugin_kit.triton.options import (
     ServerLocation,
     add_env_argument,

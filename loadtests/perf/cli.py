@@ -231,7 +231,8 @@ def _batches(models: tuple[str, ...]):
 def _compare_edge(perf, args, input_data, out_dir, settings):
     """The sweep against a server with the edge and one without, model by model, in turn (machine load
     hits both alike)."""
-    from trt_plugin_kit.serving.server import Ports, TritonServer
+    from trt_plugin_kit.serving.host import Ports
+    from trt_plugin_kit.serving.server import TritonServer
 
     on_rows, off_rows = [], []
     with (

@@ -47,7 +47,7 @@ from loadtests.soak.requests import MODELS, BadRequest, bad_requests, good_tasks
 from loadtests.soak.server import SoakServer, ensemble_models, settled_request_counts, triton_request_counts
 from loadtests.soak.workers import Mix, Sampler, Tally, Worker, run_load
 from loadtests.workloads import digit_source
-from trt_plugin_kit.serving.server import ServingError
+from trt_plugin_kit.serving.host import ServingError
 from trt_plugin_kit.triton import options as cli_options
 from trt_plugin_kit.triton.options import (
     ServerLocation,

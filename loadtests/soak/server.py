@@ -12,7 +12,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from trt_plugin_kit.interface import MODEL_NAMES
-from trt_plugin_kit.serving.server import Ports, TritonServer, choose_variant
+from trt_plugin_kit.serving.host import Ports, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
 from trt_plugin_kit.triton.options import ServerLocation
 from trt_plugin_kit.triton.protocol import client_module, wait_until_ready
 

@@ -43,7 +43,7 @@ from trt_plugin_kit.deploy.balancer import (
     server_name,
 )
 from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, free_slot_base, slot_ports
-from trt_plugin_kit.serving.server import free_port
+from trt_plugin_kit.serving.host import free_port
 from trt_plugin_kit.triton import metrics
 from trt_plugin_kit.triton.options import ServerLocation
 

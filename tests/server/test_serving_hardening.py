@@ -26,13 +26,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from trt_plugin_kit.serving.edge import limits
-from trt_plugin_kit.serving.server import (
-    EXPECTED_CPU_ERROR_LINES,
-    SHM_DIR,
-    SHM_PREFIX,
-    Ports,
-    TritonServer,
-)
+from trt_plugin_kit.serving.host import Ports
+from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES, SHM_DIR, SHM_PREFIX, TritonServer
 
 # Declared shapes that aborted Triton 2.51 (std::length_error / std::bad_alloc) or made it allocate
 # gigabytes from a body of under 100 bytes, before the HTTP guard (now the edge).

@@ -24,18 +24,11 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from trt_plugin_kit.interface import MODEL_REPOSITORY, REPO_ROOT, TENSORRT_MODELS
 from trt_plugin_kit.serving import cli as serve
 from trt_plugin_kit.serving import server as serving
-from trt_plugin_kit.serving.server import (
-    MODEL_REPOSITORY,
-    REPO_ROOT,
-    TENSORRT_MODELS,
-    HostProbe,
-    Ports,
-    ServingError,
-    TritonServer,
-    choose_variant,
-)
+from trt_plugin_kit.serving.host import HostProbe, Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
 
 SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit.serving")  # what `make serve` runs
 READY_LINE = "Triton Inference Server is ready."

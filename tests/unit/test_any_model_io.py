@@ -14,7 +14,7 @@ import pytest
 
 from loadtests import any_model
 from loadtests.options import add_workload_arguments, locust_arguments, request_mix, workload_from_args
-from loadtests.workloads import ResponseCheckError
+from loadtests.outcomes import ResponseCheckError
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.triton.model_io import (
     ModelDataError,

@@ -27,19 +27,16 @@ import sys
 import time
 from pathlib import Path
 
-from trt_plugin_kit.interface import VARIANT_ENV, VARIANTS
-from trt_plugin_kit.serving.server import (
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
-    EDGE_MODES,
-    EXPECTED_CPU_ERROR_LINES,
     MODEL_NAMES,
     MODEL_REPOSITORY,
-    Ports,
-    ServingError,
-    TritonServer,
-    choose_variant,
+    VARIANT_ENV,
+    VARIANTS,
 )
+from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import EDGE_MODES, EXPECTED_CPU_ERROR_LINES, TritonServer
 from trt_plugin_kit.triton.options import add_server_location_arguments
 
 BACKOFF_FIRST_S = 1.0

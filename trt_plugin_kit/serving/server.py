@@ -34,24 +34,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
-    BUILD_DIR,
     CPU_MODEL_CONFIG_NAME,
-    DEFAULT_GRPC_PORT,
-    DEFAULT_HTTP_PORT,
-    DEFAULT_METRICS_PORT,
-    GRPC_ADMIN_HEADER,
     MODEL_NAMES,
     MODEL_REPOSITORY,
-    PLUGIN_LIBRARY_NAME,
     PLUGIN_ONNX_BACKEND,
     PLUGINS_DIR,
     PLUGINS_DIR_ENV,
     REPO_ROOT,
     RESTRICTED_APIS,
-    TENSORRT_MODELS,
     VARIANTS,
 )
 from trt_plugin_kit.serving.edge import limits as edge_limits
@@ -61,15 +54,12 @@ from trt_plugin_kit.serving.edge.contract import (
     INTERNAL_KEY_ENV,
     socket_paths,
 )
-from trt_plugin_kit.serving.host import (  # noqa: F401 - re-exported: the serving API in one import
-    HostProbe,
+from trt_plugin_kit.serving.host import (
     Ports,
     ServingError,
     _client_host,
-    choose_variant,
     ensure_engines,
     ensure_plugin_library,
-    free_port,
     probe_host,
     system_triton_python_path,
 )
