@@ -344,7 +344,7 @@ def check_restart(runner: Runner, compose: list[str], ports: dict[str, int]) -> 
     kill = (
         "import os, signal\n"
         "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-        "    if b'scripts/serve.py' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+        "    if b'trt-plugin-kit\\0serve' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
         "        os.kill(int(pid), signal.SIGKILL)\n"
     )
     killed_at = time.monotonic()

@@ -109,11 +109,11 @@ def test_the_edge_refuses_what_triton_would_mis_size_and_passes_everything_else(
 
 
 class Supervised:
-    """`python -m trt_plugin_kit.serving` (what `make serve` runs) in a subprocess; a thread reads output."""
+    """`trt-plugin-kit serve` (what `make serve` runs) in a subprocess; a thread reads output."""
 
     def __init__(self, tmp_path, ports: Ports, *extra: str):
         command = [
-            sys.executable, "-m", "trt_plugin_kit.serving", "--variant", "cpu", "--host", "127.0.0.1",
+            sys.executable, "-m", "trt_plugin_kit", "serve", "--variant", "cpu", "--host", "127.0.0.1",
             "--http-port", str(ports.http), "--grpc-port", str(ports.grpc),
             "--metrics-port", str(ports.metrics), "--log-file", str(tmp_path / "tritonserver.log"), *extra,
         ]  # fmt: skip
@@ -253,7 +253,8 @@ def serve_tree(http_port: int) -> tuple[int, int]:
                 arguments = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"trt_plugin_kit.serving" in arguments and str(http_port).encode() in arguments:
+            serving = b"trt_plugin_kit\0serve\0" in b"\0".join(arguments)  # python -m trt_plugin_kit serve
+            if serving and str(http_port).encode() in arguments:
                 serve_pid = int(entry.name)
     assert serve_pid is not None
     for entry in Path("/proc").iterdir():

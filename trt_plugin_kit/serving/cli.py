@@ -14,7 +14,7 @@ on Ctrl-C or SIGTERM.
 Examples:
   make serve
   make serve SERVE_ARGS="--http-port 9000 --grpc-port 9001 --metrics-port 9002"
-  python -m trt_plugin_kit.serving --variant cpu --host 0.0.0.0 -- --log-verbose=1  # after --: Triton flags
+  trt-plugin-kit serve --variant cpu --host 0.0.0.0 -- --log-verbose=1  # after --: Triton flags
 Ports and address also come from TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT, TRITON_HOST.
 """
 

@@ -9,8 +9,8 @@ Two variants serve the same four models under the same names, inputs and outputs
   Python backend on the CPU configurations (``--model-config-name=cpu``: ``configs/cpu.pbtxt`` in a model
   folder replaces ``config.pbtxt``; models without one use their default configuration).
 
-``scripts/serve.py`` (``make serve``) is the command-line front end; tests use :class:`TritonServer`
-directly (see tests/conftest.py).
+``trt-plugin-kit serve`` (``make serve``, :mod:`trt_plugin_kit.serving.cli`) is the command-line front
+end; tests use :class:`TritonServer` directly (see tests/conftest.py).
 """
 
 from __future__ import annotations
