@@ -85,7 +85,7 @@ test-tools: $(CHECKOV_VENV)/.installed
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
 # plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
 # One target per header set (plugins-<version>), so that `make -j` builds the sets side by side: each has
-# stretches one core serves (CMake's configure, the Triton compiler, the links).
+# stretches one core serves (CMake's configure, OpenAI Triton's compiler for the Triton kernels, the links).
 PLUGIN_BUILDS := $(addprefix plugins-,$(TRT_VERSIONS))
 .PHONY: $(PLUGIN_BUILDS)
 plugins: $(PLUGIN_BUILDS)

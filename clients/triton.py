@@ -39,8 +39,8 @@ from trt_plugin_kit.interface import (
     DEFAULT_HTTP_PORT,
     admin_header,
 )
-from trt_plugin_kit.triton.options import Endpoint, format_address, parse_url
-from trt_plugin_kit.triton.protocol import (
+from trt_plugin_kit.tritonserver.options import Endpoint, format_address, parse_url
+from trt_plugin_kit.tritonserver.protocol import (
     PROTOCOL_NAMES,
     InputTensor,
     OutputRequest,

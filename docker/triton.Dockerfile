@@ -13,7 +13,7 @@ ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK
 #   aiohttp                  the edge: public HTTP and metrics ports, its client of tritonserver's sockets
 #   grpcio                   the edge: public gRPC port, its channel to tritonserver's gRPC socket
 #   tritonclient[grpc,http]  the edge's protobuf messages (tritonclient.grpc, with protobuf); serve.py's
-#                            readiness wait asks the edge over HTTP and gRPC (trt_plugin_kit.triton.protocol)
+#                            readiness wait asks the edge over HTTP and gRPC (trt_plugin_kit.tritonserver.protocol)
 #   numpy                    the edge's tensor checks and re-encoding, the readiness wait
 # curl: the compose healthcheck.
 RUN python3 -m pip install \
@@ -25,7 +25,7 @@ COPY trt_plugin_kit /opt/trt_plugin_kit_src/trt_plugin_kit
 COPY docker/triton_entrypoint.sh /usr/local/bin/trt_plugin_kit_entrypoint
 ENV PYTHONPATH=/opt/trt_plugin_kit_src
 # A missing dependency fails the build, not the first start on a GPU node.
-RUN python3 -c "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, trt_plugin_kit.triton.protocol, \
+RUN python3 -c "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, trt_plugin_kit.tritonserver.protocol, \
 tritonclient.grpc, tritonclient.http"
 # NVIDIA's entrypoint first (driver/compat checks), then ours (TensorRT version check), then the command:
 # python3 -m trt_plugin_kit serve ... (docker-compose.yml, the Kubernetes files).

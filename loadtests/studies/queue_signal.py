@@ -28,8 +28,8 @@ from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig, digit_
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
 from trt_plugin_kit.serving.server import TritonServer
-from trt_plugin_kit.triton import metrics
-from trt_plugin_kit.triton.options import add_server_variant_argument
+from trt_plugin_kit.tritonserver import metrics
+from trt_plugin_kit.tritonserver.options import add_server_variant_argument
 
 STUDY = "queue-signal"
 PROGRAM = "python -m loadtests.queue_signal"

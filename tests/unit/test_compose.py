@@ -400,8 +400,8 @@ def test_the_triton_image_installs_what_serve_py_and_the_edge_import():
     for package in ("pillow", "aiohttp", "grpcio", "numpy", "tritonclient[grpc,http]"):
         assert f'"{package}' in installed or f" {package} " in installed, package
     assert (
-        "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, trt_plugin_kit.triton.protocol"
-        in dockerfile
+        "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, "
+        "trt_plugin_kit.tritonserver.protocol" in dockerfile
     )
 
 

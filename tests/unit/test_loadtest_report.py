@@ -30,7 +30,7 @@ from loadtests.workloads import (
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving.host import free_port
-from trt_plugin_kit.triton.options import ServerLocation, parse_weights
+from trt_plugin_kit.tritonserver.options import ServerLocation, parse_weights
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
 FINAL_STATS = {
@@ -685,8 +685,8 @@ def test_every_tool_that_starts_a_server_names_its_variant_alike(module):
 
 def test_triton_counters_are_read_through_the_one_metrics_reader():
     """The soak's sampler, the queue signal and the failover read Prometheus through
-    trt_plugin_kit.triton.metrics; no load-test module fetches or parses the metrics text itself (one that
-    fetches a URL, like perf's readiness check, names no metrics endpoint)."""
+    trt_plugin_kit.tritonserver.metrics; no load-test module fetches or parses the metrics text itself (one
+    that fetches a URL, like perf's readiness check, names no metrics endpoint)."""
     import re
 
     readers = set()
@@ -695,7 +695,8 @@ def test_triton_counters_are_read_through_the_one_metrics_reader():
         name = str(path.relative_to(REPO_ROOT))
         fetches = re.search(r"urllib\.request|urlopen|http\.client|requests\.get", text)
         assert not (fetches and re.search(r"/metrics|metrics_url|metrics_port", text)), name
-        if re.search(r"from trt_plugin_kit\.triton(\.metrics)? import .*\b(metrics|read_metrics)\b", text):
+        reader = r"from trt_plugin_kit\.tritonserver(\.metrics)? import .*\b(metrics|read_metrics)\b"
+        if re.search(reader, text):
             readers.add(name)
     assert readers == {
         "loadtests/soak/workers.py",

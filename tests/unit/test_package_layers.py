@@ -25,7 +25,7 @@ SOURCES = ("trt_plugin_kit", "clients", "loadtests", "scripts", "model_repositor
 # from its own room and from rooms on lower floors only. A new room must be placed here.
 FLOORS = {
     "trt_plugin_kit.interface": 1,  # names, ports, paths: what every tool agrees on
-    "trt_plugin_kit.triton": 2,  # talking to Triton Inference Server: protocol, configurations, endpoints
+    "trt_plugin_kit.tritonserver": 2,  # talking to Triton Inference Server: protocol, configs, endpoints
     "trt_plugin_kit.specs": 2,  # plugin facts and NumPy references
     "trt_plugin_kit.benchmarks": 2,  # the plugin benchmark (GPU machine)
     "trt_plugin_kit.triton_aot": 2,  # OpenAI Triton kernels compiled ahead of time (run by the build)

@@ -37,7 +37,7 @@ from trt_plugin_kit.interface import (
 )
 from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
 from trt_plugin_kit.serving.server import EDGE_MODES, EXPECTED_CPU_ERROR_LINES, TritonServer
-from trt_plugin_kit.triton.options import add_server_location_arguments
+from trt_plugin_kit.tritonserver.options import add_server_location_arguments
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0

@@ -64,7 +64,7 @@ from trt_plugin_kit.serving.host import (
     system_triton_python_path,
 )
 from trt_plugin_kit.serving.shm_budget import python_backend_shm_flags
-from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.tritonserver.options import ServerLocation
 
 # Largest request accepted (HTTP body after decompression, gRPC message): the edge's limit, also given to
 # Triton as --http-max-input-size where it has it (>= 25.05). Bigger than mnist_preprocess's per-image limit
@@ -570,12 +570,13 @@ class TritonServer:
 
     def wait_until_ready(self, timeout_s: float = 180.0) -> None:
         """Wait until both protocols answer ready (strict readiness: every model loaded) with the kit's one
-        readiness wait (trt_plugin_kit.triton.protocol); stops early, with the log, if a process exits."""
+        readiness wait (trt_plugin_kit.tritonserver.protocol); stops early, with the log, if a process
+        exits."""
         if self.process is None:
             raise ServingError("the server was not started")
         # Imported here: triton_protocol needs numpy and tritonclient, which the system Python that serves
         # the TensorRT variant in NVIDIA's container may lack until the server is being started from a venv.
-        from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready  # noqa: PLC0415
+        from trt_plugin_kit.tritonserver.protocol import NotReady, wait_until_ready  # noqa: PLC0415
 
         location = self.location
         # A gRPC endpoint with TLS (extra --grpc-use-ssl flags) is its owner's to check; HTTP says ready too.

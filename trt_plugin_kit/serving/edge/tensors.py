@@ -106,7 +106,7 @@ class ModelInterface:
 @dataclass
 class ParsedInput:
     """One input as the edge parsed it from the wire: its bytes, checked and re-encoded for tritonserver (the
-    clients' request input, NumPy data, is trt_plugin_kit.triton.protocol.InputTensor)."""
+    clients' request input, NumPy data, is trt_plugin_kit.tritonserver.protocol.InputTensor)."""
 
     name: str
     datatype: str
@@ -117,7 +117,7 @@ class ParsedInput:
 
 @dataclass
 class ParsedOutput:
-    """One requested output as the edge parsed it (the clients' is trt_plugin_kit.triton.protocol's)."""
+    """One requested output as the edge parsed it (the clients' is trt_plugin_kit.tritonserver.protocol's)."""
 
     name: str
     parameters: dict = field(default_factory=dict)
