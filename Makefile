@@ -38,7 +38,7 @@ TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
+.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare gpu-host-check lint format docs serve loadtest perf perf-image clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -242,6 +242,11 @@ serve: venv edge-native
 	$(VENV)/bin/trt-plugin-kit serve $(SERVE_ARGS)
 
 # Regenerate the parts of deploy/kubernetes/ derived from serving.py, interface.py and docker-compose.yml.
+# On a GPU host with Docker and the NVIDIA Container Toolkit, the first thing to run: the compose GPU path
+# end to end against the CPU variant (trt_plugin_kit/deploy/gpu_host_check.py; GPU_HOST_CHECK_ARGS=--help).
+gpu-host-check: venv
+	$(PY) scripts/gpu_host_check.py $(GPU_HOST_CHECK_ARGS)
+
 k8s-generate: venv
 	$(VENV)/bin/trt-plugin-kit kubernetes
 

@@ -179,7 +179,7 @@ def test_auto_picks_tensorrt_only_when_gpu_tensorrt_and_tritonserver_are_all_the
     ready.tensorrt_version = "10.13.3"
     assert choose_variant("auto", ready)[0] == "tensorrt"
     assert choose_variant("cpu", ready)[0] == "cpu"
-    missing = HostProbe(missing=["no NVIDIA GPU (nvidia-smi -L lists none)"])
+    missing = HostProbe(missing=["no NVIDIA GPU: no CUDA driver (libcuda.so.1 not loadable)"])
     variant, reason = choose_variant("auto", missing)
     assert variant == "cpu" and "no NVIDIA GPU" in reason
     with pytest.raises(ServingError, match="cannot run here: no NVIDIA GPU"):
@@ -224,7 +224,7 @@ def gpu_host(tmp_path, monkeypatch):
     return binary, library, repository
 
 
-def test_tensorrt_variant_preloads_the_plugin_library_on_the_default_configs(tmp_path, gpu_host):
+def test_tensorrt_variant_has_the_tensorrt_backend_load_the_plugin_library(tmp_path, gpu_host):
     binary, library, repository = gpu_host
     for model in TENSORRT_MODELS:
         (repository / model / "1" / "model.plan").write_bytes(b"engine")
@@ -238,7 +238,10 @@ def test_tensorrt_variant_preloads_the_plugin_library_on_the_default_configs(tmp
         server.stop()
     args = (binary.parent / "args").read_text().splitlines()
     env = dict(line.split("=", 1) for line in (binary.parent / "env").read_text().splitlines() if "=" in line)
-    assert env["LD_PRELOAD"].split(os.pathsep)[0] == str(library)
+    # The TensorRT backend loads the library (tensorrt_backend's `plugins` setting); no LD_PRELOAD, which the
+    # Python backend's stubs would inherit.
+    assert f"--backend-config=tensorrt,plugins={library}" in args
+    assert str(library) not in env.get("LD_PRELOAD", "")
     assert str(REPO_ROOT) in env["PYTHONPATH"].split(os.pathsep)  # mnist_preprocess imports trt_plugin_kit
     assert not any(arg.startswith("--model-config-name") for arg in args)  # the TensorRT configs
     assert f"--model-repository={repository}" in args and "--model-control-mode=none" in args
@@ -256,3 +259,17 @@ def test_tensorrt_variant_builds_missing_engines_and_reports_when_it_cannot(gpu_
     with pytest.raises(ServingError, match="build_engines.py failed"):
         server.start()
     assert server.process is None
+
+
+def test_a_plugin_library_that_does_not_link_the_runtime_is_refused_before_tritonserver_starts(monkeypatch):
+    """The library `make plugins` built here links no libnvinfer: on a host whose runtime is libnvinfer.so.10
+    the TensorRT backend would load it and register nothing. serve.py says so before starting anything."""
+    from trt_plugin_kit.engines import artifact_checks
+    from trt_plugin_kit.serving import host
+
+    built = sorted((REPO_ROOT / "build").glob("trt-*/libtrt_plugin_kit.so"))
+    if not built:
+        pytest.skip("no build/trt-*/libtrt_plugin_kit.so (make plugins builds it)")
+    monkeypatch.setattr(artifact_checks, "runtime_version", lambda: ("libnvinfer.so.10", "10.13.3.9"))
+    with pytest.raises(ServingError, match=r"cannot serve here: .* does not link libnvinfer\.so\.10"):
+        host.ensure_plugin_library("10.13.3", built[0])

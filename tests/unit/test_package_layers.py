@@ -31,15 +31,15 @@ FLOORS = {
     "trt_plugin_kit.triton_aot": 2,  # OpenAI Triton kernels compiled ahead of time (run by the build)
     "trt_plugin_kit.models": 3,  # LeNet, MNIST, export, evaluator
     "trt_plugin_kit.scaffold": 3,  # new-plugin
-    "trt_plugin_kit.engines": 4,  # the TensorRT engine builder
-    "trt_plugin_kit.serving": 4,  # the server, the edge, preprocessing, the Python backend
-    "trt_plugin_kit.deploy": 5,  # Kubernetes, compose, balancer
-    "trt_plugin_kit": 6,  # the front door (trt-plugin-kit COMMAND) and the package's face
-    "clients": 6,
-    "loadtests": 7,
-    "scripts": 8,
-    "model_repository": 8,
-    "build_engines": 8,
+    "trt_plugin_kit.engines": 4,  # the TensorRT engine builder and its artifact checks
+    "trt_plugin_kit.serving": 5,  # the server (checks the builder's artifacts), the edge, the Python backend
+    "trt_plugin_kit.deploy": 6,  # Kubernetes, compose, balancer, the GPU host check
+    "trt_plugin_kit": 7,  # the front door (trt-plugin-kit COMMAND) and the package's face
+    "clients": 7,
+    "loadtests": 8,
+    "scripts": 9,
+    "model_repository": 9,
+    "build_engines": 9,
 }
 KIT_PACKAGES = ("trt_plugin_kit", "clients", "loadtests")
 

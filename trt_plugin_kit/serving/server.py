@@ -3,8 +3,9 @@
 Two variants serve the same four models under the same names, inputs and outputs:
 
 - ``tensorrt``: a host with an NVIDIA GPU, TensorRT and a ``tritonserver`` install (e.g. inside NVIDIA's
-  tritonserver container). The plugin library is built if missing and put in ``LD_PRELOAD`` so that
-  TensorRT finds the plugins when Triton deserialises the engines; engines are built if missing.
+  tritonserver container). The plugin library is built if missing and handed to the TensorRT backend
+  (:func:`tensorrt_plugins_flag`), which loads it before it deserialises the engines; engines are built if
+  missing.
 - ``cpu``: anywhere else. The ``tritonserver`` binary shipped in the ``nvidia-pytriton`` wheel runs the
   Python backend on the CPU configurations (``--model-config-name=cpu``: ``configs/cpu.pbtxt`` in a model
   folder replaces ``config.pbtxt``; models without one use their default configuration).
@@ -262,6 +263,20 @@ def check_model_repository(model_repository: Path) -> None:
         raise ServingError("model folders missing from the repository: " + ", ".join(missing))
 
 
+def tensorrt_plugins_flag(plugin_library: Path) -> str:
+    """tritonserver's flag that has its TensorRT backend, and no other process, load the plugin library.
+
+    Triton's tensorrt_backend (src/tensorrt.cc, TRITONBACKEND_Initialize) dlopen()s every path of its
+    ``plugins`` setting (';'-separated, RTLD_NOW | RTLD_LOCAL) before any TensorRT model loads; the
+    library's static registrations then register its creators with the registry of the libnvinfer the
+    backend runs (the library links it). Unlike LD_PRELOAD, which every child inherits, the Python backend's
+    stubs (mnist_preprocess) never load it, nor libnvinfer. The backend only logs a library it cannot load
+    ("unable to load shared library"): the engines then fail to load, naming the missing plugin."""
+    if ";" in str(plugin_library):  # the backend splits its setting at ';' (a ',' after the '=' is kept)
+        raise ServingError(f"plugin library path {plugin_library} contains ';', the backend's separator")
+    return f"--backend-config=tensorrt,plugins={plugin_library}"
+
+
 class TritonServer:
     """One tritonserver process on this repository's models; a context manager.
 
@@ -339,7 +354,7 @@ class TritonServer:
                 f"cpu (PyTriton's tritonserver, Python backend, --model-config-name={CPU_MODEL_CONFIG_NAME}: "
                 "ONNX Runtime and NumPy)"
             )
-        return f"tensorrt (TensorRT engines, plugins from {self.plugin_library} in LD_PRELOAD)"
+        return f"tensorrt (TensorRT engines, plugins from {self.plugin_library} in the TensorRT backend)"
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -477,11 +492,8 @@ class TritonServer:
             raise ServingError("the TensorRT variant cannot run here: " + "; ".join(probe.missing))
         self.plugin_library = ensure_plugin_library(probe.tensorrt_version, self.plugin_library)
         ensure_engines(self.model_repository, self.plugin_library)
-        # TensorRT resolves plugin creators from libraries loaded in the process; preloading registers ours
-        # before the TensorRT backend deserialises the engines.
-        env["LD_PRELOAD"] = os.pathsep.join(filter(None, [str(self.plugin_library), env.get("LD_PRELOAD")]))
         env["PYTHONPATH"] = os.pathsep.join(system_triton_python_path(env.get("PYTHONPATH")))
-        return probe.tritonserver, env, []
+        return probe.tritonserver, env, [tensorrt_plugins_flag(self.plugin_library)]
 
     def _common_args(self, help_text: str) -> list[str]:
         if self.guarded:
