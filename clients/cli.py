@@ -17,16 +17,11 @@ from collections.abc import Callable, Sequence
 
 from clients import errors, shm
 from clients.shm import SHARED_MEMORY_KINDS
-from clients.triton import (
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT_S,
-    ConnectionSettings,
-    admin_header,
-)
-from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR
-from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.model_io import value_range
-from trt_plugin_kit.triton.options import converter, fraction, non_negative_int, positive_int
+from clients.triton import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ConnectionSettings
+from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR, admin_header
+from trt_plugin_kit.tritonserver import options as cli_options
+from trt_plugin_kit.tritonserver.model_io import value_range
+from trt_plugin_kit.tritonserver.options import converter, fraction, non_negative_int, positive_int
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):

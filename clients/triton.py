@@ -32,18 +32,15 @@ from clients.errors import (
     UsageError,
     WrongProtocolError,
 )
-from trt_plugin_kit.interface import (  # noqa: F401 - re-exported: clients' commands import them from here
-    ADMIN_HEADER,
+from trt_plugin_kit.interface import (
     ADMIN_KEY_ENV,
     DEFAULT_GRPC_PORT,
     DEFAULT_HOST,
     DEFAULT_HTTP_PORT,
-    GRPC_RESTRICTED_HEADER_PREFIX,
-    PROTOCOLS,
     admin_header,
 )
-from trt_plugin_kit.triton.options import Endpoint, format_address, parse_url
-from trt_plugin_kit.triton.protocol import (  # noqa: F401 - InputTensor/OutputRequest: part of this API
+from trt_plugin_kit.tritonserver.options import Endpoint, format_address, parse_url
+from trt_plugin_kit.tritonserver.protocol import (
     PROTOCOL_NAMES,
     InputTensor,
     OutputRequest,

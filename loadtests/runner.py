@@ -37,8 +37,9 @@ from loadtests.options import (
 )
 from loadtests.workloads import WorkloadConfig, digit_source
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
-from trt_plugin_kit.triton.options import (
+from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
+from trt_plugin_kit.tritonserver.options import (
     ServerLocation,
     add_env_argument,
     add_server_location_arguments,
@@ -47,7 +48,7 @@ from trt_plugin_kit.triton.options import (
     non_negative_float,
     positive_seconds,
 )
-from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready
+from trt_plugin_kit.tritonserver.protocol import NotReady, wait_until_ready
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 USER_CLASSES = {"http": "HttpTritonUser", "grpc": "GrpcTritonUser"}

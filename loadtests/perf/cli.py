@@ -25,9 +25,9 @@ from loadtests.perf import data as perf_data
 from loadtests.perf import report, tool
 from loadtests.perf.sweep import SweepSettings, sweep
 from trt_plugin_kit.interface import PROTOCOLS, REPO_ROOT
-from trt_plugin_kit.triton import options as cli
-from trt_plugin_kit.triton.options import ServerLocation
-from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready
+from trt_plugin_kit.tritonserver import options as cli
+from trt_plugin_kit.tritonserver.options import ServerLocation
+from trt_plugin_kit.tritonserver.protocol import NotReady, wait_until_ready
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -231,7 +231,8 @@ def _batches(models: tuple[str, ...]):
 def _compare_edge(perf, args, input_data, out_dir, settings):
     """The sweep against a server with the edge and one without, model by model, in turn (machine load
     hits both alike)."""
-    from trt_plugin_kit.serving.server import Ports, TritonServer
+    from trt_plugin_kit.serving.host import Ports
+    from trt_plugin_kit.serving.server import TritonServer
 
     on_rows, off_rows = [], []
     with (

@@ -23,7 +23,7 @@ import pytest
 
 from trt_plugin_kit import scaffold
 from trt_plugin_kit.interface import REPO_ROOT, SHARED_DIR
-from trt_plugin_kit.serving.server import Ports
+from trt_plugin_kit.serving.host import Ports
 from trt_plugin_kit.specs import spec as plugin_spec
 
 TUTORIAL = REPO_ROOT / "docs" / "writing-a-plugin.md"

@@ -43,10 +43,11 @@ from clients.errors import (
 )
 from clients.inputs import read_image
 from loadtests.perf.sweep import SweepSettings, release_regions
-from trt_plugin_kit.interface import MODEL_REPOSITORY, REPO_ROOT
+from trt_plugin_kit.interface import ADMIN_HEADER, MODEL_REPOSITORY, REPO_ROOT
 from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import preprocess as serving_preprocess
-from trt_plugin_kit.serving.server import ADMIN_HEADER, Ports, TritonServer
+from trt_plugin_kit.serving.host import Ports
+from trt_plugin_kit.serving.server import TritonServer
 from trt_plugin_kit.specs.reference import l2_normalize
 
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"

@@ -20,7 +20,8 @@ from PIL import Image
 from clients.errors import EXIT_UNREACHABLE
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer
+from trt_plugin_kit.serving.host import Ports, ServingError
+from trt_plugin_kit.serving.server import TritonServer
 
 TLS_HINT = "TLS: check --ssl, --root-certificates"
 

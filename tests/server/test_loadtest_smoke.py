@@ -19,7 +19,7 @@ import tritonclient.http
 
 from loadtests import report
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving.server import free_port
+from trt_plugin_kit.serving.host import free_port
 
 SMOKE_SECONDS = 20
 SMOKE_RUN_TIME = f"{SMOKE_SECONDS}s"

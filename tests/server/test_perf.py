@@ -23,7 +23,7 @@ from loadtests.perf import tool
 from loadtests.perf.data import PERF_MODELS
 from trt_plugin_kit.deploy import debian_root
 from trt_plugin_kit.interface import ADMIN_HEADER, PROTOCOLS, REPO_ROOT
-from trt_plugin_kit.serving.server import free_port
+from trt_plugin_kit.serving.host import free_port
 
 TIMEOUT_S = 1200  # the first run makes the Debian 13 root
 # Windows of half a second, any spread accepted (perf_analyzer's stability check): on a shared 2-core machine

@@ -1,9 +1,9 @@
-"""`make serve`'s launcher (scripts/serve.py, trt_plugin_kit/serving/server.py). The image guard of
+"""`make serve`'s launcher (`trt-plugin-kit serve`, trt_plugin_kit/serving/server.py). The image guard of
 mnist_preprocess
 has its own tests in test_serving_preprocess.py.
 
 The CLI tests start the real script as `make serve` does (the virtual environment's Python running
-scripts/serve.py), on free loopback ports, and stop it with Ctrl-C (SIGINT) or SIGTERM.
+`trt-plugin-kit serve`), on free loopback ports, and stop it with Ctrl-C (SIGINT) or SIGTERM.
 """
 
 from __future__ import annotations
@@ -24,26 +24,19 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from trt_plugin_kit.interface import MODEL_REPOSITORY, REPO_ROOT, TENSORRT_MODELS
 from trt_plugin_kit.serving import cli as serve
 from trt_plugin_kit.serving import server as serving
-from trt_plugin_kit.serving.server import (
-    MODEL_REPOSITORY,
-    REPO_ROOT,
-    TENSORRT_MODELS,
-    HostProbe,
-    Ports,
-    ServingError,
-    TritonServer,
-    choose_variant,
-)
+from trt_plugin_kit.serving.host import HostProbe, Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
 
-SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit.serving")  # what `make serve` runs
+SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit", "serve")  # what `make serve` runs
 READY_LINE = "Triton Inference Server is ready."
 
 
 class ServeScript:
-    """scripts/serve.py in a subprocess; a thread collects its output lines (select() cannot see the lines
-    already buffered by the pipe's reader)."""
+    """`trt-plugin-kit serve` in a subprocess; a thread collects its output lines (select() cannot see the
+    lines already buffered by the pipe's reader)."""
 
     def __init__(self, tmp_path: Path, ports: Ports, *extra: str):
         command = [

@@ -63,14 +63,14 @@ def interpolate_defaults(text: str) -> str:
     return INTERPOLATION.sub(lambda match: match.group("default") or "", text)
 
 
-SERVE_MODULE = ["python3", "-m", "trt_plugin_kit.serving"]
+SERVE_COMMAND = ["python3", "-m", "trt_plugin_kit", "serve"]
 
 
 def serve_args(service: dict) -> argparse.Namespace:
     """The service's command read by serve.py's own parser (a flag it does not know fails here)."""
     command = service["command"]
-    assert command[:3] == SERVE_MODULE, f"not serve.py: {command[:3]}"
-    return serve.parse_args(command[3:])
+    assert command[: len(SERVE_COMMAND)] == SERVE_COMMAND, f"not `trt-plugin-kit serve`: {command}"
+    return serve.parse_args(command[len(SERVE_COMMAND) :])
 
 
 def service_env(service: dict) -> dict[str, str]:
@@ -217,7 +217,7 @@ def test_the_triton_entrypoint_refuses_tritonserver_without_the_edge(command):
         text=True,
         timeout=30,
     )
-    assert result.returncode == 1 and "trt_plugin_kit.serving" in result.stderr
+    assert result.returncode == 1 and "trt_plugin_kit serve" in result.stderr
 
 
 def _mount_for(service: dict, path: str) -> tuple[str, str, bool]:
@@ -416,8 +416,8 @@ def test_the_images_install_pinned_versions_of_what_they_import():
         names = {line.split("==")[0] for line in lines}
         assert set(packages) <= names, (requirements, names)
     assert (
-        "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, trt_plugin_kit.triton.protocol"
-        in dockerfile
+        "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, "
+        "trt_plugin_kit.tritonserver.protocol" in dockerfile
     )
 
 
@@ -460,7 +460,7 @@ def test_cpu_server_is_serve_py_so_its_flags_come_from_serving_py(compose):
         and "entrypoint" not in compose["services"]["triton-cpu"]
     )
     stage = dockerfile_stage("triton-cpu")
-    assert 'CMD ["python", "scripts/serve.py"]' in stage
+    assert 'CMD ["trt-plugin-kit", "serve"]' in stage
     assert "TRITON_VARIANT=cpu" in stage
 
 

@@ -121,14 +121,15 @@ def env_of(container_spec: dict) -> dict[str, str]:
 def serve_args(container_spec: dict) -> argparse.Namespace:
     """A GPU server container's args (the image's entrypoint runs them) read by serve.py's own parser."""
     args = container_spec["args"]
-    assert args[:3] == list(k8s.SERVE_MODULE), f"{container_spec['name']} does not run serve.py: {args[:3]}"
-    return parse_args(args[3:])
+    serving = args[: len(k8s.SERVE_COMMAND)] == list(k8s.SERVE_COMMAND)
+    assert serving, f"{container_spec['name']} does not run `trt-plugin-kit serve`: {args}"
+    return parse_args(args[len(k8s.SERVE_COMMAND) :])
 
 
 def compose_serve_args(compose: dict) -> argparse.Namespace:
     command = compose["services"]["triton"]["command"]
-    assert command[:3] == list(k8s.SERVE_MODULE)
-    return parse_args(command[3:])
+    assert command[: len(k8s.SERVE_COMMAND)] == list(k8s.SERVE_COMMAND)
+    return parse_args(command[len(k8s.SERVE_COMMAND) :])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -166,7 +167,7 @@ def test_generated_files_follow_their_sources():
         assert runtime["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
     # tritonserver's extras follow compose's `triton` command.
     other = k8s.gpu_deployment_patch(pin, ["--log-info=false"])
-    assert parse_args(_server_args(other)[3:]).tritonserver_args == ["--log-info=false"]
+    assert parse_args(_server_args(other)[len(k8s.SERVE_COMMAND) :]).tritonserver_args == ["--log-info=false"]
     # resources.yaml (by hand) and the generated patch name the same containers.
     by_hand = yaml.safe_load((KUBERNETES_DIR / "overlays" / "gpu" / "resources.yaml").read_text())
     assert [c["name"] for c in by_hand["spec"]["template"]["spec"]["containers"]] == ["triton"]
@@ -362,7 +363,7 @@ def test_the_plugin_library_is_preloaded_by_serve_py_alone(rendered, serving_run
 
 def test_cpu_server_starts_like_make_serve(rendered, compose):
     triton = container(rendered["cpu"], "triton")
-    assert triton["command"] == ["python", "-m", "trt_plugin_kit.serving"]
+    assert triton["command"] == ["trt-plugin-kit", "serve"]
     args = parse_args(triton["args"])  # serve.py's own parser: flags it does not know fail here
     assert (args.variant, args.host, args.restart) == ("cpu", "0.0.0.0", "never")
     assert (args.http_port, args.grpc_port, args.metrics_port) == tuple(PUBLIC_PORTS.values())

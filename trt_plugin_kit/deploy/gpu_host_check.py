@@ -368,7 +368,7 @@ def verbose_override(directory: Path) -> Path:
 
 
 def tritonclient_infer(location) -> Callable:
-    from trt_plugin_kit.triton.protocol import Connection
+    from trt_plugin_kit.tritonserver.protocol import Connection
 
     def infer(protocol: str, model: str, inputs: Mapping[str, np.ndarray], output: str) -> np.ndarray | None:
         connection = Connection(protocol, location.address(protocol), timeout_s=60)
@@ -381,9 +381,10 @@ def tritonclient_infer(location) -> Callable:
 
 
 def serve_and_compare(host: Host, report: Report, override: Path) -> None:
-    from trt_plugin_kit.serving.server import Ports, TritonServer
-    from trt_plugin_kit.triton.options import ServerLocation
-    from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready
+    from trt_plugin_kit.serving.host import Ports
+    from trt_plugin_kit.serving.server import TritonServer
+    from trt_plugin_kit.tritonserver.options import ServerLocation
+    from trt_plugin_kit.tritonserver.protocol import NotReady, wait_until_ready
 
     args = host.args
     started = host.compose("up", "-d", "--no-deps", "--no-build", "triton", files=[override], timeout=600)

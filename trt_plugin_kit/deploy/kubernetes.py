@@ -3,7 +3,7 @@
 Kubernetes manifests cannot run Python, so the parts of deploy/kubernetes/ that repeat a fact of this kit are
 written by this module from the one source of each fact, and a test fails when a committed file is stale:
 
-- how the server starts: `make serve`'s launcher, ``python3 -m trt_plugin_kit.serving --variant=tensorrt``,
+- how the server starts: `make serve`'s launcher, ``python3 -m trt_plugin_kit serve --variant=tensorrt``,
   as compose's `triton` service; tritonserver's flags (hardening, private sockets, request limits, shared
   memory, the admin restriction with its per-start key) come from trt_plugin_kit/serving/server.py at start,
   and
@@ -54,7 +54,7 @@ BUILDER_IMAGE = "trt-plugin-kit/builder"
 # docker/builder.Dockerfile's WORKDIR: build_engines.py keeps its timing cache in build/ below it.
 BUILDER_WORKDIR = "/workspace/trt_plugin_kit"
 # The launcher the server containers run (docker/triton.Dockerfile's system python3), as compose's `triton`.
-SERVE_MODULE = ("python3", "-m", "trt_plugin_kit.serving")
+SERVE_COMMAND = ("python3", "-m", "trt_plugin_kit", "serve")
 # KServe's conventions for a runtime's ports and the folder its storage initializer fills.
 KSERVE_HTTP_PORT, KSERVE_GRPC_PORT = 8080, 9000
 # The init container's compile jobs (docker/build_artifacts.sh): nvcc takes up to about 1.5 GiB a job.
@@ -137,7 +137,7 @@ def serve_command(
     (docker/triton_entrypoint.sh).
     """
     return [
-        *SERVE_MODULE,
+        *SERVE_COMMAND,
         "--variant=tensorrt",
         "--host=0.0.0.0",
         f"--http-port={http_port}",

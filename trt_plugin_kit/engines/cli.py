@@ -45,7 +45,7 @@ from trt_plugin_kit.interface import (
 )
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import export
-from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.tritonserver import options as cli_options
 
 DEFAULT_ENGINE_DIR = BUILD_DIR / "engines"  # native-flavour engines (compared with, never served)
 DEFAULT_DRY_RUN_VERSION = "10.13.3"

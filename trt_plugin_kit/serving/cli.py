@@ -14,7 +14,7 @@ on Ctrl-C or SIGTERM.
 Examples:
   make serve
   make serve SERVE_ARGS="--http-port 9000 --grpc-port 9001 --metrics-port 9002"
-  python -m trt_plugin_kit.serving --variant cpu --host 0.0.0.0 -- --log-verbose=1  # after --: Triton flags
+  trt-plugin-kit serve --variant cpu --host 0.0.0.0 -- --log-verbose=1  # after --: Triton flags
 Ports and address also come from TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT, TRITON_HOST.
 """
 
@@ -27,20 +27,17 @@ import sys
 import time
 from pathlib import Path
 
-from trt_plugin_kit.interface import VARIANT_ENV, VARIANTS
-from trt_plugin_kit.serving.server import (
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
-    EDGE_MODES,
-    EXPECTED_CPU_ERROR_LINES,
     MODEL_NAMES,
     MODEL_REPOSITORY,
-    Ports,
-    ServingError,
-    TritonServer,
-    choose_variant,
+    VARIANT_ENV,
+    VARIANTS,
 )
-from trt_plugin_kit.triton.options import add_server_location_arguments
+from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import EDGE_MODES, EXPECTED_CPU_ERROR_LINES, TritonServer
+from trt_plugin_kit.tritonserver.options import add_server_location_arguments
 
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0

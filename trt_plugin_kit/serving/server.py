@@ -10,8 +10,8 @@ Two variants serve the same four models under the same names, inputs and outputs
   Python backend on the CPU configurations (``--model-config-name=cpu``: ``configs/cpu.pbtxt`` in a model
   folder replaces ``config.pbtxt``; models without one use their default configuration).
 
-``scripts/serve.py`` (``make serve``) is the command-line front end; tests use :class:`TritonServer`
-directly (see tests/conftest.py).
+``trt-plugin-kit serve`` (``make serve``, :mod:`trt_plugin_kit.serving.cli`) is the command-line front
+end; tests use :class:`TritonServer` directly (see tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -35,24 +35,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
-    BUILD_DIR,
     CPU_MODEL_CONFIG_NAME,
-    DEFAULT_GRPC_PORT,
-    DEFAULT_HTTP_PORT,
-    DEFAULT_METRICS_PORT,
-    GRPC_ADMIN_HEADER,
     MODEL_NAMES,
     MODEL_REPOSITORY,
-    PLUGIN_LIBRARY_NAME,
     PLUGIN_ONNX_BACKEND,
     PLUGINS_DIR,
     PLUGINS_DIR_ENV,
     REPO_ROOT,
     RESTRICTED_APIS,
-    TENSORRT_MODELS,
     VARIANTS,
 )
 from trt_plugin_kit.serving.edge import limits as edge_limits
@@ -62,20 +55,17 @@ from trt_plugin_kit.serving.edge.contract import (
     INTERNAL_KEY_ENV,
     socket_paths,
 )
-from trt_plugin_kit.serving.host import (  # noqa: F401 - re-exported: the serving API in one import
-    HostProbe,
+from trt_plugin_kit.serving.host import (
     Ports,
     ServingError,
     _client_host,
-    choose_variant,
     ensure_engines,
     ensure_plugin_library,
-    free_port,
     probe_host,
     system_triton_python_path,
 )
 from trt_plugin_kit.serving.shm_budget import python_backend_shm_flags
-from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.tritonserver.options import ServerLocation
 
 # Largest request accepted (HTTP body after decompression, gRPC message): the edge's limit, also given to
 # Triton as --http-max-input-size where it has it (>= 25.05). Bigger than mnist_preprocess's per-image limit
@@ -592,12 +582,13 @@ class TritonServer:
 
     def wait_until_ready(self, timeout_s: float = 180.0) -> None:
         """Wait until both protocols answer ready (strict readiness: every model loaded) with the kit's one
-        readiness wait (trt_plugin_kit.triton.protocol); stops early, with the log, if a process exits."""
+        readiness wait (trt_plugin_kit.tritonserver.protocol); stops early, with the log, if a process
+        exits."""
         if self.process is None:
             raise ServingError("the server was not started")
         # Imported here: triton_protocol needs numpy and tritonclient, which the system Python that serves
         # the TensorRT variant in NVIDIA's container may lack until the server is being started from a venv.
-        from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready  # noqa: PLC0415
+        from trt_plugin_kit.tritonserver.protocol import NotReady, wait_until_ready  # noqa: PLC0415
 
         location = self.location
         # A gRPC endpoint with TLS (extra --grpc-use-ssl flags) is its owner's to check; HTTP says ready too.

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from trt_plugin_kit.triton.options import DEFAULT_PORTS, PORT_FLAGS, ServerLocation, format_address
+from trt_plugin_kit.tritonserver.options import DEFAULT_PORTS, PORT_FLAGS, ServerLocation, format_address
 
 PROTOCOL_NAMES = {"http": "HTTP", "grpc": "gRPC"}
 

@@ -1,8 +1,8 @@
 """One vocabulary of command-line options for every tool that talks to Triton.
 
-`scripts/serve.py`, `python -m clients`, `python -m loadtests`, `python -m loadtests.soak` and the Locust file
-define their shared options through the functions below, so that one thing has one flag, one meaning and one
-environment variable everywhere (a flag wins over its variable):
+`trt-plugin-kit serve`, `python -m clients`, `python -m loadtests`, `python -m loadtests.soak` and the Locust
+file define their shared options through the functions below, so that one thing has one flag, one meaning and
+one environment variable everywhere (a flag wins over its variable):
 
     --host                      TRITON_HOST          server address (serve.py: the address to bind)
     --http-port / --grpc-port   TRITON_HTTP_PORT / TRITON_GRPC_PORT
