@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import queue
-import re
 import shutil
 import signal
 import socket
@@ -128,12 +127,39 @@ def test_serve_script_reports_a_taken_port_and_exits(tmp_path):
             assert script.process.wait(timeout=30) == 1
         finally:
             script.kill()
-    # The public ports are the edge's: it says it could not bind, and serve.py says it ended.
-    assert re.search(
-        r"serve.py: error: the edge exited with code 1 \(cannot listen: .*\) before it was ready", output
-    )
+    # Checked before anything starts: serve.py names the port and its role, and how to choose others.
+    assert f"serve.py: error: cannot listen on 127.0.0.1:{ports.http} (HTTP port)" in output, output
     assert "address already in use" in output.lower()
     assert READY_LINE not in output
+
+
+def test_serve_on_the_ports_of_another_kit_server_exits_1_without_reporting_ready(tmp_path, triton_server):
+    """Issue 40: the other server answered our readiness wait, serve.py said ready and restarted forever."""
+    script = ServeScript(tmp_path, triton_server.ports)
+    try:
+        output = script.read_until("never printed", timeout_s=120)
+        assert script.process.wait(timeout=30) == 1, output
+    finally:
+        script.kill()
+    assert f"cannot listen on 127.0.0.1:{triton_server.ports.http} (HTTP port)" in output, output
+    assert READY_LINE not in output and "restarting" not in output
+    assert triton_server.is_running()  # the other server is untouched
+
+
+def test_readiness_counts_only_a_listener_of_our_own_processes():
+    """The check after the readiness wait: a listener outside the server's session is another process."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        ports = Ports(port, port, port)
+        assert serving.ports_answered_by_others(ports, os.getsid(0)) == []
+        other_session = os.getsid(0) + 1 if os.getsid(0) != 1 else 2
+        assert serving.ports_answered_by_others(ports, other_session) == [
+            f"{role} port {port}" for role in ("HTTP", "gRPC", "metrics")
+        ]
+        with pytest.raises(serving.PortTaken, match=f"127.0.0.1:{port} \\(HTTP port\\)"):
+            serving.check_ports_free("127.0.0.1", Ports(port, port + 1, port + 2))
 
 
 @pytest.mark.parametrize("log_file", [True, False], ids=["log file", "console"])

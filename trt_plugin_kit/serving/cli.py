@@ -36,6 +36,7 @@ from trt_plugin_kit.serving.server import (
     MODEL_NAMES,
     MODEL_REPOSITORY,
     Ports,
+    PortTaken,
     ServingError,
     TritonServer,
     choose_variant,
@@ -132,8 +133,8 @@ def supervise(args: argparse.Namespace, variant: str) -> int:
             started = time.monotonic()
             reason = server.wait_for_exit()
         except ServingError as error:
-            if restarts == 0:
-                raise  # a server that never came up: a configuration problem, not a crash to retry
+            if restarts == 0 or isinstance(error, PortTaken):
+                raise  # a server that never came up, a port another process holds: configuration, not a crash
             reason, started = str(error), time.monotonic()
         finally:
             log_tail = server.log_tail(20)

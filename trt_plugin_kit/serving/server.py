@@ -64,12 +64,15 @@ from trt_plugin_kit.serving.edge.contract import (
 from trt_plugin_kit.serving.host import (  # noqa: F401 - re-exported: the serving API in one import
     HostProbe,
     Ports,
+    PortTaken,
     ServingError,
     _client_host,
+    check_ports_free,
     choose_variant,
     ensure_engines,
     ensure_plugin_library,
     free_port,
+    ports_answered_by_others,
     probe_host,
     system_triton_python_path,
 )
@@ -369,6 +372,7 @@ class TritonServer:
         if self.process is not None:
             raise ServingError("this server was already started")
         check_model_repository(self.model_repository)
+        check_ports_free(self.host, self.ports)
         self._workdir = Path(tempfile.mkdtemp(prefix="trt_plugin_kit_triton_"))
         try:
             binary, env, variant_args = self._prepare_variant()
@@ -602,6 +606,14 @@ class TritonServer:
             failures = self.model_load_failures()
             cause = ("\n" + "\n".join(failures)) if failures else ""
             raise ServingError(f"{what}. Last lines of its log:\n{self.log_tail()}{cause}") from None
+        # Ready, but from whom? A server on the port between our check and our bind answers the wait too.
+        listener = self.edge_process if self.guarded else self.process
+        others = ports_answered_by_others(self.ports, listener.pid)
+        if others:
+            raise PortTaken(
+                f"address already in use: another process answered on {', '.join(others)}, not this server; "
+                "stop it or choose other ports (--http-port/--grpc-port/--metrics-port)"
+            )
         # The Python backend creates its regions while models load, mode 0644 whatever the umask
         # (Boost.Interprocess sets it): make tensors in transit the owner's only.
         restrict_shared_memory(self.shm_prefix)
