@@ -46,7 +46,7 @@ help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
 # Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extras
-# ('.[rtx]': TensorRT for RTX, about 240 MB; '.[test]': Kubernetes schemas) on top of it.
+# ('.[rtx]': TensorRT for RTX, about 230 MB installed; '.[test]': Kubernetes schemas) on top of it.
 # Installs go through uv (bootstrapped by the venv's own pip): parallel downloads and installs, about 3x
 # faster than pip on a fresh machine (venv, test extras and checkov's venv: ~75 s -> 25 s, measured here);
 # same index, an ordinary venv that pip still reads. Bytecode is compiled at install, as pip does: otherwise
