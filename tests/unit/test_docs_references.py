@@ -24,7 +24,7 @@ PATH_ROOTS = (
     "model_repository", "deploy", "docker", "records", "samples",
 )  # fmt: skip
 # Possessive: a path followed by a placeholder or a brace list (`NAME.{md,json}`) is a pattern, not a path.
-QUOTED_PATH = re.compile(r"(?<![\w./-])((?:%s)/[\w./-]*+)(?![<*{])" % "|".join(PATH_ROOTS))
+QUOTED_PATH = re.compile(r"(?<![\w./-])((?:" + "|".join(PATH_ROOTS) + r")/[\w./-]*+)(?![<*{])")
 # docs/README.md is the docs index that issue 41's branch creates; drop this entry once it is merged.
 NOT_YET_MERGED = {"docs/README.md"}
 MAKE_TARGET = re.compile(r"(?:^|[\s`(;&|])make ([a-z][\w-]*)", re.M)
