@@ -61,7 +61,17 @@ def generated(path: str, scaffolded: set[str]) -> bool:
 
 def sources() -> list[Path]:
     """Files whose comments and docstrings quote paths too (tests name made-up paths on purpose)."""
-    patterns = ["*.py", "*.sh", "*.tmpl", "*.yml", "*.yaml", "*.toml", "Makefile", "Dockerfile*", "*.Dockerfile"]
+    patterns = [
+        "*.py",
+        "*.sh",
+        "*.tmpl",
+        "*.yml",
+        "*.yaml",
+        "*.toml",
+        "Makefile",
+        "Dockerfile*",
+        "*.Dockerfile",
+    ]
     listed = subprocess.run(
         ["git", "ls-files", *patterns], cwd=REPO_ROOT, capture_output=True, text=True, check=True
     ).stdout.split()
@@ -95,7 +105,9 @@ def test_every_quoted_path_and_command_exists(doc):
 def test_every_path_a_source_file_quotes_exists():
     wrong = []
     for source in sources():
-        for path in sorted({found.rstrip(".") for found in QUOTED_PATH.findall(source.read_text(errors="replace"))}):
+        for path in sorted(
+            {found.rstrip(".") for found in QUOTED_PATH.findall(source.read_text(errors="replace"))}
+        ):
             if not generated(path, set()) and not (REPO_ROOT / path).exists():
                 wrong.append(f"{source.relative_to(REPO_ROOT)}: {path}")
     assert not wrong, "paths that do not exist:\n" + "\n".join(wrong)
