@@ -190,8 +190,10 @@ test check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITE
 # The fast loop: lint and the unit tier (Python only, no build, no server), about 45 s on 2 cores: the tier
 # is CPU-bound, so one worker per core (67 s in one process).
 CHECK_WORKERS ?= 2
-check: lint test-venv bytecode
-	$(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
+# checkov's venv too (test-tools): the unit tier scans the Kubernetes manifests with it, and a fresh clone's
+# `make check` failed without it.
+check: lint test-venv test-tools bytecode
+	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
 
 # Then three chains side by side, each of whose parts waits on clocks, servers or the network as much as it
 # computes:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from trt_plugin_kit.interface import MODEL_REPOSITORY, PLUGINS_DIR
+from trt_plugin_kit.interface import MODEL_REPOSITORY, PLUGINS_DIR, REPO_ROOT
 from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.specs import docs as plugin_docs
 from trt_plugin_kit.specs import nodes as plugin_nodes
@@ -56,6 +56,7 @@ TRITON_NAMES = {
     "k",
     "tl",
     "triton",
+    "op",
 }
 
 
@@ -294,6 +295,7 @@ def _python_snippets(o: Options) -> dict[str, str]:
     return {
         "signature_fields": ", ".join(params) if params else "",
         "call_fields": ", ".join(f for f in (o.float_field, o.array_field) if f),
+        "call_kwargs": ", ".join(f"{f}={f}" for f in (o.float_field, o.array_field) if f),
         "fields_body": "\n    ".join(body),
         "reduce_rank_check": (
             "    if xs[0].ndim < 1:\n"
@@ -329,22 +331,33 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
     if o.array_field:
         signature += ['"coefficients": "*fp32"', '"n_coefficients": "i32"']
     signature += [f'"{float_name}": "fp32"', '"count": "i64"']
-    body = [f"    t = tl.load({ins[0]} + i, mask=mask).to(tl.float32)"]
-    body += [f"    t += tl.load({x} + i, mask=mask).to(tl.float32)" for x in ins[1:]]
+    # op() receives each input's values (FP32) and returns the op's: the one function to make yours.
+    op_params = [*ins, *coeffs, float_name]
+    op_body = ["    t = " + " + ".join(ins)]
     if o.array_field:
-        body += [
+        op_body += [
             "    # p(t) by Horner's rule; the coefficients (device memory) lowest power first",
             "    acc = tl.zeros_like(t)",
             "    for k in range(0, n_coefficients):",
             "        acc = acc * t + tl.load(coefficients + (n_coefficients - 1 - k))",
-            f"    value = {float_name} * acc",
+            f"    return {float_name} * acc",
         ]
     else:
-        body.append(f"    value = {float_name} * t")
+        op_body.append(f"    return {float_name} * t")
+    loaded = [f"tl.load({x} + i, mask=mask).to(tl.float32)" for x in ins]
+    body = [f"    value = op({', '.join([*loaded, *coeffs, float_name])})"]
     body += [
         f"    tl.store({y} + i, ({m + 1}.0 * value).to({y}.dtype.element_ty), mask=mask)"
         for m, y in enumerate(outs)
     ]
+    # What interpreter_launch passes, in the kernel's order: the fields' values from the node's fields.
+    interpreter_args = ["*inputs", "*outputs"]
+    if o.array_field:
+        interpreter_args += [
+            f'np.asarray(fields["{o.array_field}"], np.float32)',
+            f'len(fields["{o.array_field}"])',
+        ]
+    interpreter_args += [f'float(fields["{o.float_field}"])' if o.float_field else "1.0", "count"]
     args = [f"args.inputs[{n}]" for n in range(o.inputs)] + [f"args.outputs[{m}]" for m in range(o.outputs)]
     if o.array_field:
         args += ["args.coefficients", "args.nbCoefficients"]
@@ -362,10 +375,15 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
         ),
         "kernel_files": f"`kernel.py`, `{o.name}_kernel.h`, `{o.name}_launch.cpp`",
         "kernel_what": "the OpenAI Triton kernel (compiled ahead of time into the library) and its launch",
-        "kernel_where": "the kernel in `kernel.py`",
+        "kernel_where": "`op()` in `kernel.py` (check it on the CPU: `TRITON_INTERPRET=1 python -m "
+        f"trt_plugin_kit.triton_interpret plugins/{o.name}`)",
         "triton_params": ", ".join(params),
         "triton_signature": ", ".join(signature),
         "triton_body": "\n".join(body),
+        "triton_op_params": ", ".join(op_params),
+        "interpreter_args": ", ".join(interpreter_args),
+        "numpy_import": "import numpy as np\n" if o.array_field else "",
+        "triton_op_body": "\n".join(op_body),
         "launch_args": ", ".join(args),
     }
 
@@ -435,7 +453,9 @@ def _format(folder: Path, files: dict[str, str]) -> None:
     cpp = [str(folder / f) for f in files if f.endswith((".h", ".cpp", ".cu"))]
     python = [str(folder / f) for f in files if f.endswith(".py")]
     if shutil.which("clang-format"):
-        subprocess.run(["clang-format", "-i", *cpp], check=True)
+        # The repository's style wherever the folder is (outside the checkout no .clang-format is found).
+        style = f"--style=file:{REPO_ROOT / '.clang-format'}"
+        subprocess.run(["clang-format", "-i", style, *cpp], check=True)
     else:
         print(
             "warning: clang-format not found; the C++ files are not laid out as `make lint` wants",
