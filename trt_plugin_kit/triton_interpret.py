@@ -39,8 +39,8 @@ CHECK_ARRAY = [0.5, -1.0, 0.25]
 
 
 class HostTensor:
-    """A NumPy array as the interpreter takes a tensor: its address, its dtype, and the storage calls with which
-    it copies device tensors to the host and back (here they already are on the host: copies are no-ops)."""
+    """A NumPy array as the interpreter takes a tensor: its address, its dtype, and the storage calls with
+    which it copies device tensors to the host and back (these are on the host already: no-op copies)."""
 
     def __init__(self, array: np.ndarray):
         self.array = np.ascontiguousarray(array)
