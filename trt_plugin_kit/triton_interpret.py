@@ -84,8 +84,8 @@ class Mismatch:
 
     def __str__(self) -> str:
         return (
-            f"variant {self.variant}, inputs {list(self.shape)}: output {self.output} off by {self.worst:.3g} "
-            f"of its error scale (tolerance {self.tolerance:g})"
+            f"variant {self.variant}, inputs {list(self.shape)}: output {self.output} off by "
+            f"{self.worst:.3g} of its error scale (tolerance {self.tolerance:g})"
         )
 
 
@@ -130,8 +130,8 @@ def load_kernel_module(path: Path):
     module = _import(path, f"trt_plugin_kit_interpreted.{path.parent.name}")
     if not hasattr(module, "interpreter_launch"):
         raise AttributeError(
-            f"{path} has no interpreter_launch(variant, inputs, outputs, fields) -> (grid, args): what its C++ "
-            "launch passes (the scaffold writes one; plugins/swiglu/kernel.py shows a 2-D grid)"
+            f"{path} has no interpreter_launch(variant, inputs, outputs, fields) -> (grid, args): what its "
+            "C++ launch passes (the scaffold writes one; plugins/swiglu/kernel.py shows a 2-D grid)"
         )
     return module
 
