@@ -53,6 +53,7 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the servi
     RESTRICTED_APIS,
     TENSORRT_MODELS,
     VARIANTS,
+    repository_models,
 )
 from trt_plugin_kit.serving.edge import limits as edge_limits
 from trt_plugin_kit.serving.edge.contract import (
@@ -257,15 +258,6 @@ def supported_options(tritonserver: Path, env: dict[str, str]) -> str:
         [str(tritonserver), "--help"], capture_output=True, text=True, env=env, timeout=60, check=False
     )
     return result.stdout + result.stderr
-
-
-def repository_models(model_repository: Path = MODEL_REPOSITORY) -> list[str]:
-    """The models a server of ``model_repository`` serves: ours and those added (new-plugin's), sorted."""
-    return sorted(
-        p.name
-        for p in Path(model_repository).iterdir()
-        if (p / "config.pbtxt").is_file() or (p / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt").is_file()
-    )
 
 
 def check_model_repository(model_repository: Path) -> None:
