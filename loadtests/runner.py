@@ -44,6 +44,7 @@ from trt_plugin_kit.triton.options import (
     add_server_location_arguments,
     add_server_variant_argument,
     fraction,
+    join_negative_values,
     non_negative_float,
     positive_seconds,
 )
@@ -415,7 +416,7 @@ def write_sweep_summary(results: list[tuple[int, report.RunSummary]], out_dir: P
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     user_counts = args.users
     workload = workload_from_args(args)
     try:

@@ -165,7 +165,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="make what perf_analyzer needs (the Debian 13 root, or with --tool docker its image) and stop",
     )
-    return parser.parse_args(argv)
+    return parser.parse_args(cli.join_negative_values(sys.argv[1:] if argv is None else argv))
 
 
 def commit() -> str:
