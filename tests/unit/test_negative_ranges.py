@@ -1,5 +1,5 @@
-"""`--range -1:1` and `--model-range -1:1` as a user types them (issue 40, item 8): argparse before Python 3.13
-read the value as a flag ("expected one argument"); only `--range=-1:1` worked."""
+"""`--range -1:1` and `--model-range -1:1` as a user types them (issue 40, item 8): argparse before Python
+3.13 read the value as a flag ("expected one argument"); only `--range=-1:1` worked."""
 
 from __future__ import annotations
 
