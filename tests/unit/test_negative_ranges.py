@@ -17,7 +17,7 @@ def test_a_negative_range_is_joined_to_its_flag_and_nothing_else_is():
         "--range=-1:1",
         "--model-range=-2.5:0",
     ]
-    # A flag after --range stays a flag; a value not starting with "-" stays apart; after "--", nothing changes.
+    # A flag after --range stays a flag, a value without "-" stays apart, and nothing changes after "--".
     assert join_negative_values(["--range", "--verbose"]) == ["--range", "--verbose"]
     assert join_negative_values(["--range", "0:1"]) == ["--range", "0:1"]
     assert join_negative_values(["--", "--range", "-1:1"]) == ["--", "--range", "-1:1"]
