@@ -289,3 +289,35 @@ def test_tensorrt_variant_builds_missing_engines_and_reports_when_it_cannot(gpu_
     with pytest.raises(ServingError, match="build_engines.py failed"):
         server.start()
     assert server.process is None
+
+
+def test_serving_some_models_leaves_a_broken_model_of_yours_out(tmp_path):
+    """Issue 40, item 12: one bad model of one's own stopped every model. `--models` serves a subset (and what
+    its ensembles run); the same repository without it fails on the bad model, naming it."""
+    from trt_plugin_kit.interface import MODEL_REPOSITORY, MODELS_DIR
+    from trt_plugin_kit.scaffold import model as served_model
+    from trt_plugin_kit.specs import spec as plugin_spec
+
+    repository = tmp_path / "model_repository"
+    shutil.copytree(MODEL_REPOSITORY, repository)
+    (tmp_path / "models").symlink_to(MODELS_DIR)  # mnist's onnx_model is ../../models/onnx/...
+    served_model.create(plugin_spec.get("LeakyReLU"), False, repository)
+    (repository / "leaky_relu" / "model.onnx").unlink()  # a model of yours, half written
+    ports = Ports.free()
+    script = ServeScript(tmp_path, ports, "--model-repository", str(repository), "--models", "mnist_pipeline")
+    try:
+        banner = script.read_until("Stop with Ctrl-C.", timeout_s=180)
+        assert READY_LINE in banner, (
+            banner + (tmp_path / "tritonserver.log").read_text(errors="replace")[-3000:]
+        )
+        # The pipeline's steps come with it; l2norm and the broken model stay out.
+        assert "models:   mnist, mnist_pipeline, mnist_preprocess\n" in banner, banner
+        client = httpclient.InferenceServerClient(url=f"127.0.0.1:{ports.http}")
+        assert client.is_model_ready("mnist_pipeline") and not client.is_model_ready("leaky_relu")
+        client.close()
+        script.process.send_signal(signal.SIGTERM)
+        assert script.process.wait(timeout=60) == 0
+    finally:
+        script.kill()
+    with pytest.raises(serving.ServingError, match="did you mean 'leaky_relu'"):
+        serving.TritonServer(ports=Ports.free(), model_repository=repository, models=["leaky_rel"]).start()

@@ -14,6 +14,7 @@ on Ctrl-C or SIGTERM.
 Examples:
   make serve
   make serve SERVE_ARGS="--http-port 9000 --grpc-port 9001 --metrics-port 9002"
+  make serve SERVE_ARGS="--models mnist_pipeline,l2norm"   # some models only (and what their ensembles run)
   python -m trt_plugin_kit.serving --variant cpu --host 0.0.0.0 -- --log-verbose=1  # after --: Triton flags
 Ports and address also come from TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT, TRITON_HOST.
 """
@@ -43,6 +44,7 @@ from trt_plugin_kit.serving.server import (
 )
 from trt_plugin_kit.triton.options import add_server_location_arguments
 
+MODELS_ENV = "TRITON_SERVE_MODELS"
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 STABLE_AFTER_S = 60.0  # a server that stayed up this long resets the back-off
@@ -63,6 +65,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # The same --host/--*-port flags and TRITON_* variables as the clients and load tests.
     add_server_location_arguments(parser, metrics=True, bind=True)
     parser.add_argument("--model-repository", type=Path, default=MODEL_REPOSITORY)
+    parser.add_argument(
+        "--models",
+        type=lambda text: tuple(name.strip() for name in text.split(",") if name.strip()),
+        default=tuple(n for n in os.environ.get(MODELS_ENV, "").split(",") if n.strip()),
+        metavar="NAME,...",
+        help="serve only these models of the repository (and the models their ensembles run), e.g. the kit's "
+        f"while one of yours is not ready; default: all (env {MODELS_ENV})",
+    )
     parser.add_argument(
         "--plugin-library",
         type=Path,
@@ -115,6 +125,7 @@ def make_server(args: argparse.Namespace, variant: str) -> TritonServer:
         plugin_library=args.plugin_library,
         extra_args=args.tritonserver_args,
         edge="off" if args.http_guard == "off" else args.edge,
+        models=args.models,
     )
 
 

@@ -55,6 +55,7 @@ from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the servi
     VARIANTS,
     repository_models,
 )
+from trt_plugin_kit.serving import model_subset
 from trt_plugin_kit.serving.edge import limits as edge_limits
 from trt_plugin_kit.serving.edge.contract import (
     EXIT_MODEL_DOWN,
@@ -287,6 +288,7 @@ class TritonServer:
         exit_timeout_s: int = 15,
         extra_args: Sequence[str] = (),
         edge: str = "on",
+        models: Sequence[str] = (),
     ):
         if variant not in VARIANTS:
             raise ServingError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
@@ -294,6 +296,9 @@ class TritonServer:
         self.ports = ports or Ports()
         self.host = host
         self.model_repository = Path(model_repository).resolve()
+        # Some of its models only (serving/model_subset.py); empty: all of them.
+        self.models = tuple(models)
+        self._served_repository = self.model_repository
         self.log_file = log_file
         self.log_verbose = log_verbose
         self.plugin_library = plugin_library
@@ -367,6 +372,13 @@ class TritonServer:
         check_ports_free(self.host, self.ports)
         self._workdir = Path(tempfile.mkdtemp(prefix="trt_plugin_kit_triton_"))
         try:
+            if self.models:
+                self._served_repository = model_subset.link_subset(
+                    self.model_repository,
+                    self.models,
+                    self._workdir / "models",
+                    model_subset.config_name_of(self.variant),
+                )
             binary, env, variant_args = self._prepare_variant()
             prefix = []
             if self.guarded:
@@ -511,7 +523,7 @@ class TritonServer:
                 f"--metrics-port={self.ports.metrics}",
             ]
         args = [
-            f"--model-repository={self.model_repository}",
+            f"--model-repository={self._served_repository}",
             *HARDENED_FLAGS,
             *METRICS_FLAGS,
             *endpoints,
