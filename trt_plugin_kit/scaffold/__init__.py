@@ -95,7 +95,11 @@ def camel_case(name: str) -> str:
 def validate(options: Options, plugins_dir: Path = PLUGINS_DIR) -> None:
     """Refuses names that would break the build, collide with a plugin, or be taken by TensorRT's parser."""
     name, creator = options.name, options.creator
-    if not FOLDER_NAME.match(name) or keyword.iskeyword(name):
+    if keyword.iskeyword(name):
+        raise ScaffoldError(
+            f"{name!r} is a Python keyword: the name is also reference.py's function, choose another"
+        )
+    if not FOLDER_NAME.match(name):
         raise ScaffoldError(f"{name!r}: the folder name must be a lowercase identifier (letters, digits, _)")
     if not creator.isidentifier() or not creator[:1].isupper():
         raise ScaffoldError(f"{creator!r}: the creator name must be an identifier starting with a capital")
@@ -117,7 +121,9 @@ def validate(options: Options, plugins_dir: Path = PLUGINS_DIR) -> None:
         raise ScaffoldError(f"--inputs and --outputs: 1 to {MAX_TENSORS}")
     fields = [f for f in (options.float_field, options.array_field) if f]
     for field in fields:
-        if not FOLDER_NAME.match(field) or keyword.iskeyword(field):
+        if keyword.iskeyword(field):
+            raise ScaffoldError(f"field {field!r} is a Python keyword (reference.py takes it as an argument)")
+        if not FOLDER_NAME.match(field):
             raise ScaffoldError(f"field {field!r}: a lowercase identifier")
     if len(set(fields)) != len(fields):
         raise ScaffoldError("the float field and the array field need different names")
