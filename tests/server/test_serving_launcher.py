@@ -131,6 +131,8 @@ def test_serve_script_reports_a_taken_port_and_exits(tmp_path):
     assert f"serve.py: error: cannot listen on 127.0.0.1:{ports.http} (HTTP port)" in output, output
     assert "address already in use" in output.lower()
     assert READY_LINE not in output
+    # Issue 40, item 13: the useful line alone, no traceback around it ("Event loop is closed", ...).
+    assert "Traceback" not in output and "Unclosed client session" not in output, output
 
 
 def test_serve_on_the_ports_of_another_kit_server_exits_1_without_reporting_ready(tmp_path, triton_server):
