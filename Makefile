@@ -40,7 +40,7 @@ TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
+.PHONY: check help new-plugin torch-cpu venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare lint format docs serve loadtest perf perf-image clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
@@ -67,6 +67,14 @@ $(VENV)/.installed-test: $(VENV)/.installed
 $(VENV)/.installed-triton: $(VENV)/.installed
 	$(UV_INSTALL) $(PY) -e '.[dev,triton]'
 	touch $@
+
+# PyTorch for trt_plugin_kit/models/torch_op.py without CUDA: the CPU build from PyTorch's own index (a few
+# hundred MB instead of about 20 CUDA wheels from PyPI, and no OpenAI Triton of its own), then the torch extra,
+# which keeps the build's triton==3.6.0 and finds torch already there.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+torch-cpu: venv
+	$(UV_INSTALL) $(PY) --index-url $(TORCH_CPU_INDEX) 'torch>=2.6'
+	$(UV_INSTALL) $(PY) -e '.[dev,torch]'
 
 venv: $(VENV)/.installed
 
