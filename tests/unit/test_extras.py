@@ -4,6 +4,7 @@ the plugin build's triton==3.6.0 with the newest torch's 3.9.0."""
 from __future__ import annotations
 
 import re
+
 import tomllib
 
 from trt_plugin_kit.interface import REPO_ROOT
