@@ -558,6 +558,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"created {model_folder} (a one-node model of {options.creator}; make serve serves it)")
         for path in sorted(p for p in model_folder.rglob("*") if p.is_file()):
             print(f"  {path.relative_to(model_folder)}")
+    if options.kernel == "triton":
+        print(
+            f"check op() on the CPU: TRITON_INTERPRET=1 .venv/bin/python -m trt_plugin_kit.triton_interpret "
+            f"plugins/{options.name}"
+        )
     print(
         "next: make plugins && make harness-check (build and check it); make docs (plugins/README.md's table)"
     )
