@@ -95,3 +95,19 @@ def test_a_two_input_op_in_cuda_is_op_alone_and_compiles_without_warnings(tmp_pa
     assert result.returncode == 0, result.stderr
     cases = (folder / "harness" / "cases.cpp").read_text()
     assert re.search(r"void evaluate\(Fields const ?& ?f,\s*std::vector<double> const ?& ?x,", cases), cases
+
+
+@pytest.mark.parametrize("kernel", ["cuda", "triton"])
+def test_a_long_name_still_gives_lint_clean_python(tmp_path, kernel):
+    """Docstrings that quote the name keep a long one within the line length (a ten-letter name broke
+    `make lint` on the fresh-clone run of issue 40)."""
+    name = "a_rather_long_plugin_name_for_lint"
+    options = scaffold.Options(name, scaffold.camel_case(name), inputs=2, array_field="cc", kernel=kernel)
+    folder = scaffold.create(options, name, tmp_path, model_repository=None)
+    config = str(REPO_ROOT / "pyproject.toml")
+    result = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--config", config, str(folder)],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout
