@@ -212,8 +212,7 @@ def run(args: argparse.Namespace) -> int:
         f"- tool: {perf.describe()}",
         f"- machine: {machine()}",
         f"- commit: {commit()}",
-        "- requests: batch {batches}; input data generated from samples/digits/ and seeded vectors "
-        "(loadtests/perf/data.py){yours}",
+        "- requests: batch {batches}; input data {sources}",
         f"- sweep: concurrency {','.join(map(str, args.concurrency))}, measurement window "
         f"{args.measurement_ms} ms, stability {args.stability_percent} %, shared memory {args.shared_memory}",
     ]
@@ -251,11 +250,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: {problem}", file=sys.stderr)
             return 2
         rows = sweep(perf, args.models, args.protocol, location, input_data, out_dir, settings)
+    kits = [m for m in args.models if m in perf_data.PERF_MODELS]
     yours = [m for m in args.models if m not in perf_data.PERF_MODELS]
+    sources = [f"{', '.join(kits)}: from samples/digits/ and seeded vectors" if kits else ""]
+    sources += [f"{', '.join(yours)}: from the server's metadata or --model-data" if yours else ""]
     requests = next(n for n, line in enumerate(header) if line.startswith("- requests"))
     header[requests] = header[requests].format(
         batches=", ".join(f"{m} {settings.batches[m]}" for m in args.models),
-        yours=f"; {', '.join(yours)}: from the server's metadata or --model-data" if yours else "",
+        sources="; ".join(filter(None, sources)) + " (loadtests/perf/data.py)",
     )
     path = report.write(out_dir, header, rows, edge_off)
     failed = [row for row in rows + (edge_off or []) if not row.ok]
