@@ -286,6 +286,48 @@ def _cases_snippets(o: Options) -> dict[str, str]:
     }
 
 
+def _op_snippets(o: Options) -> dict[str, str]:
+    """The op's own lines after t = the inputs' sum, in the CUDA kernel, the reference and the harness: the
+    polynomial only where there is an array field, so that the op one changes holds nothing unused."""
+    f = float_identifiers(o)[0]
+    if not o.array_field:
+        return {
+            "cuda_op_tail": f"    return args.{f} * t;\n",
+            "reference_op_body": (
+                f"    scale, _ = _fields({_call_fields(o)})\n    value = scale * sum(xs)\n"
+                "    return value, np.abs(value)\n"
+            ),
+            "evaluate_tail": f"    value = f.{f} * t;\n    magnitude = std::fabs(value);\n",
+        }
+    return {
+        "cuda_op_tail": (
+            "    if (args.coefficients == nullptr)\n    {\n"
+            f"        return args.{f} * t;\n    }}\n"
+            "    float acc = 0.F;\n"
+            "    for (int32_t k = args.nbCoefficients - 1; k >= 0; --k)\n    {\n"
+            "        acc = acc * t + args.coefficients[k];\n    }\n"
+            f"    return args.{f} * acc;\n"
+        ),
+        "reference_op_body": (
+            f"    scale, coefficients = _fields({_call_fields(o)})\n    t = sum(xs)\n"
+            "    terms = [scale * np.float64(c) * t**k for k, c in enumerate(coefficients)]\n"
+            "    return sum(terms), sum(np.abs(term) for term in terms)\n"
+        ),
+        "evaluate_tail": (
+            "    if (f.coefficients.empty())\n    {\n"
+            f"        value = f.{f} * t;\n        magnitude = std::fabs(value);\n        return;\n    }}\n"
+            "    value = 0;\n    magnitude = 0;\n    double power = 1;\n"
+            "    for (float c : f.coefficients)\n    {\n"
+            f"        value += f.{f} * c * power;\n        magnitude += std::fabs(f.{f} * c * power);\n"
+            "        power *= t;\n    }\n"
+        ),
+    }
+
+
+def _call_fields(o: Options) -> str:
+    return ", ".join(f for f in (o.float_field, o.array_field) if f)
+
+
 def _python_snippets(o: Options) -> dict[str, str]:
     params = []
     if o.float_field:
@@ -300,7 +342,7 @@ def _python_snippets(o: Options) -> dict[str, str]:
     body.append(f"return {scale}, {coefficients}")
     return {
         "signature_fields": ", ".join(params) if params else "",
-        "call_fields": ", ".join(f for f in (o.float_field, o.array_field) if f),
+        "call_fields": _call_fields(o),
         "call_kwargs": ", ".join(f"{f}={f}" for f in (o.float_field, o.array_field) if f),
         "fields_body": "\n    ".join(body),
         "reduce_rank_check": (
@@ -427,6 +469,7 @@ def render(o: Options, command_args: str) -> dict[str, str]:
         **_cpp_snippets(o),
         **_cases_snippets(o),
         **_python_snippets(o),
+        **_op_snippets(o),
         **_kernel_snippets(o),
     }
 
