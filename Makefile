@@ -38,13 +38,13 @@ TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare gpu-host-check lint format docs serve loadtest perf perf-image clean
+.PHONY: check help new-plugin torch-cpu venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare gpu-host-check lint format docs serve loadtest perf perf-image clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
 # Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extras
-# ('.[rtx]': TensorRT for RTX, about 240 MB; '.[test]': Kubernetes schemas) on top of it.
+# ('.[rtx]': TensorRT for RTX, about 230 MB installed; '.[test]': Kubernetes schemas) on top of it.
 # Installs go through uv (bootstrapped by the venv's own pip): parallel downloads and installs, about 3x
 # faster than pip on a fresh machine (venv, test extras and checkov's venv: ~75 s -> 25 s, measured here);
 # same index, an ordinary venv that pip still reads. Bytecode is compiled at install, as pip does: otherwise
@@ -65,6 +65,14 @@ $(VENV)/.installed-test: $(VENV)/.installed
 $(VENV)/.installed-triton: $(VENV)/.installed
 	$(UV_INSTALL) $(PY) -e '.[dev,triton]'
 	touch $@
+
+# PyTorch for trt_plugin_kit/models/torch_op.py without CUDA: the CPU build from PyTorch's own index (a few
+# hundred MB instead of about 20 CUDA wheels from PyPI, and no OpenAI Triton of its own), then the torch extra,
+# which keeps the build's triton==3.6.0 and finds torch already there.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+torch-cpu: venv
+	$(UV_INSTALL) $(PY) --index-url $(TORCH_CPU_INDEX) 'torch>=2.6'
+	$(UV_INSTALL) $(PY) -e '.[dev,torch]'
 
 venv: $(VENV)/.installed
 
@@ -191,8 +199,10 @@ test pytest check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_
 # The fast loop: lint and the unit tier (Python only, no build, no server), about 45 s on 2 cores: the tier
 # is CPU-bound, so one worker per core (67 s in one process).
 CHECK_WORKERS ?= 2
-check: lint test-venv bytecode
-	$(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
+# checkov's venv too (test-tools): the unit tier scans the Kubernetes manifests with it, and a fresh clone's
+# `make check` failed without it.
+check: lint test-venv test-tools bytecode
+	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
 
 # The steps make test runs before its three chains, side by side (make -j): lint, the venv and its test extras,
 # checkov's venv (mostly downloads) and the edge's gRPC front (compiles).

@@ -214,9 +214,13 @@ class TritonClient:
         unreachable = f"cannot reach Triton at {where}: is the server running? (make serve)"
         if isinstance(exc, ClientError):
             return exc
-        detail = str(exc.message() if isinstance(exc, InferenceServerException) else exc)
-        if self.settings.ssl or any(
-            word in detail.lower() for word in ("handshake", "ssl", "tls", "certificate")
+        detail = str(exc.message() if isinstance(exc, InferenceServerException) else exc).lower()
+        # Nothing listening is no TLS problem, whatever the flags (aiohttp's message names "ssl:default" even
+        # for a plain-HTTP connection that was refused).
+        refused = any(word in detail for word in ("connection refused", "connect call failed"))
+        tls_words = ("handshake", "ssl", "tls", "certificate")
+        if not refused and (
+            self.settings.ssl or any(w in detail.replace("ssl:default", "") for w in tls_words)
         ):
             unreachable += (
                 "\n  TLS: check --ssl, --root-certificates (the CA of the server's certificate) and, "

@@ -103,6 +103,19 @@ MODEL_ONNX_FILE = "model.onnx"
 VARIANT_ENV = "TRITON_VARIANT"  # the variant `make serve` and the tools that start a server pick
 CPU_MODEL_CONFIG_NAME = "cpu"
 
+
+def repository_models(model_repository: Path | None = None) -> list[str]:
+    """The models a server of ``model_repository`` serves: ours and those added (new-plugin's), sorted."""
+    folder = Path(model_repository or __getattr__("MODEL_REPOSITORY"))
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if (p / "config.pbtxt").is_file() or (p / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt").is_file()
+    )
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Endpoints
 

@@ -57,5 +57,16 @@ def _variants():
     return out
 
 
+def interpreter_launch(variant: str, inputs: list, outputs: list, fields: dict) -> tuple[tuple, list]:
+    """The grid and arguments swiglu_plugin.cpp's enqueue gives `variant` (its configure step computes them),
+    for the CPU check under TRITON_INTERPRET=1 (trt_plugin_kit/triton_interpret.py)."""
+    (x,), (y,) = inputs, outputs
+    half = x.shape[-1] // 2
+    rows = x.size // (2 * half)
+    constants = VARIANTS[variant]["constants"]
+    grid = (triton.cdiv(rows, constants["BLOCK_R"]), triton.cdiv(half, constants["BLOCK_C"]))
+    return grid, [x, y, rows, half]
+
+
 # What the C++ side cannot infer (trt_plugin_kit/triton_aot.py): variant name -> kernel, types, constants.
 VARIANTS = _variants()

@@ -246,6 +246,8 @@ print("ok")
         (["gelu_like", "--creator", "Gelu"], "imports with its own importer"),
         (["lp", "--creator", "LPNORMALIZATION"], "LpNormalization"),
         (["Bad-Name"], "lowercase identifier"),
+        (["class"], "'class' is a Python keyword"),  # issue 40, item 14: not "a lowercase identifier"
+        (["ok_name", "--float-field", "lambda"], "'lambda' is a Python keyword"),
         (["ok_name", "--creator", "lower"], "capital"),
         (["ok_name", "--inputs", "5"], "1 to 4"),
         (["ok_name", "--array-field", "scale"], "different names"),

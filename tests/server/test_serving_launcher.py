@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import queue
-import re
 import shutil
 import signal
 import socket
@@ -121,12 +120,41 @@ def test_serve_script_reports_a_taken_port_and_exits(tmp_path):
             assert script.process.wait(timeout=30) == 1
         finally:
             script.kill()
-    # The public ports are the edge's: it says it could not bind, and serve.py says it ended.
-    assert re.search(
-        r"serve.py: error: the edge exited with code 1 \(cannot listen: .*\) before it was ready", output
-    )
+    # Checked before anything starts: serve.py names the port and its role, and how to choose others.
+    assert f"serve.py: error: cannot listen on 127.0.0.1:{ports.http} (HTTP port)" in output, output
     assert "address already in use" in output.lower()
     assert READY_LINE not in output
+    # Issue 40, item 13: the useful line alone, no traceback around it ("Event loop is closed", ...).
+    assert "Traceback" not in output and "Unclosed client session" not in output, output
+
+
+def test_serve_on_the_ports_of_another_kit_server_exits_1_without_reporting_ready(tmp_path, triton_server):
+    """Issue 40: the other server answered our readiness wait, serve.py said ready and restarted forever."""
+    script = ServeScript(tmp_path, triton_server.ports)
+    try:
+        output = script.read_until("never printed", timeout_s=120)
+        assert script.process.wait(timeout=30) == 1, output
+    finally:
+        script.kill()
+    assert f"cannot listen on 127.0.0.1:{triton_server.ports.http} (HTTP port)" in output, output
+    assert READY_LINE not in output and "restarting" not in output
+    assert triton_server.is_running()  # the other server is untouched
+
+
+def test_readiness_counts_only_a_listener_of_our_own_processes():
+    """The check after the readiness wait: a listener outside the server's session is another process."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        ports = Ports(port, port, port)
+        assert serving.ports_answered_by_others(ports, os.getsid(0)) == []
+        other_session = os.getsid(0) + 1 if os.getsid(0) != 1 else 2
+        assert serving.ports_answered_by_others(ports, other_session) == [
+            f"{role} port {port}" for role in ("HTTP", "gRPC", "metrics")
+        ]
+        with pytest.raises(serving.PortTaken, match=f"127.0.0.1:{port} \\(HTTP port\\)"):
+            serving.check_ports_free("127.0.0.1", Ports(port, port + 1, port + 2))
 
 
 @pytest.mark.parametrize("log_file", [True, False], ids=["log file", "console"])
@@ -273,3 +301,35 @@ def test_a_plugin_library_that_does_not_link_the_runtime_is_refused_before_trito
     monkeypatch.setattr(artifact_checks, "runtime_version", lambda: ("libnvinfer.so.10", "10.13.3.9"))
     with pytest.raises(ServingError, match=r"cannot serve here: .* does not link libnvinfer\.so\.10"):
         host.ensure_plugin_library("10.13.3", built[0])
+
+
+def test_serving_some_models_leaves_a_broken_model_of_yours_out(tmp_path):
+    """Issue 40, item 12: one bad model of one's own stopped every model. `--models` serves a subset (and what
+    its ensembles run); the same repository without it fails on the bad model, naming it."""
+    from trt_plugin_kit.interface import MODEL_REPOSITORY, MODELS_DIR
+    from trt_plugin_kit.scaffold import model as served_model
+    from trt_plugin_kit.specs import spec as plugin_spec
+
+    repository = tmp_path / "model_repository"
+    shutil.copytree(MODEL_REPOSITORY, repository)
+    (tmp_path / "models").symlink_to(MODELS_DIR)  # mnist's onnx_model is ../../models/onnx/...
+    served_model.create(plugin_spec.get("LeakyReLU"), False, repository)
+    (repository / "leaky_relu" / "model.onnx").unlink()  # a model of yours, half written
+    ports = Ports.free()
+    script = ServeScript(tmp_path, ports, "--model-repository", str(repository), "--models", "mnist_pipeline")
+    try:
+        banner = script.read_until("Stop with Ctrl-C.", timeout_s=180)
+        assert READY_LINE in banner, (
+            banner + (tmp_path / "tritonserver.log").read_text(errors="replace")[-3000:]
+        )
+        # The pipeline's steps come with it; l2norm and the broken model stay out.
+        assert "models:   mnist, mnist_pipeline, mnist_preprocess\n" in banner, banner
+        client = httpclient.InferenceServerClient(url=f"127.0.0.1:{ports.http}")
+        assert client.is_model_ready("mnist_pipeline") and not client.is_model_ready("leaky_relu")
+        client.close()
+        script.process.send_signal(signal.SIGTERM)
+        assert script.process.wait(timeout=60) == 0
+    finally:
+        script.kill()
+    with pytest.raises(serving.ServingError, match="did you mean 'leaky_relu'"):
+        serving.TritonServer(ports=Ports.free(), model_repository=repository, models=["leaky_rel"]).start()

@@ -64,6 +64,88 @@ class Ports:
         return cls(free_port(host), free_port(host), free_port(host))
 
 
+class PortTaken(ServingError):
+    """A public port another process holds: a configuration problem, never retried (serve.py exits 1)."""
+
+
+PORT_ROLES = ("HTTP", "gRPC", "metrics")
+
+
+def check_ports_free(host: str, ports: Ports) -> None:
+    """Refuse to start on a port another process listens on, before anything starts.
+
+    Found by binding it as the edge will (SO_REUSEADDR, so a TIME_WAIT left by our own last server is no
+    obstacle, a listener is): without this check a server of the kit already on the port answered our
+    readiness wait, and serve.py reported ready for it.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for role, port in zip(PORT_ROLES, (ports.http, ports.grpc, ports.metrics), strict=True):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as error:
+                raise PortTaken(
+                    f"cannot listen on {host}:{port} ({role} port): {error.strerror or error}; another "
+                    "process holds it (another `make serve`?). Stop it, or choose other ports: "
+                    "--http-port/--grpc-port/--metrics-port or TRITON_HTTP_PORT/TRITON_GRPC_PORT/"
+                    "TRITON_METRICS_PORT (docs/serving.md)"
+                ) from None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local_address is HEXADDR:HEXPORT; state 0A is LISTEN.
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def _session_socket_inodes(session_id: int) -> set[str] | None:
+    """Socket inodes open in the processes of session `session_id` (a process started with
+    start_new_session leads one; its children stay in it); None where /proc cannot say."""
+    inodes: set[str] = set()
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return None
+    for pid in entries:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            # Fields after the command name (which may hold spaces): state ppid pgrp session ...
+            if int(stat.rsplit(")", 1)[1].split()[3]) != session_id:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return inodes
+
+
+def ports_answered_by_others(ports: Ports, session_id: int) -> list[str]:
+    """The public ports whose listener is not a process of our session, as 'ROLE port N' (empty: all ours).
+    Where /proc is unavailable nothing can be said, and the pre-start check stands alone."""
+    ours = _session_socket_inodes(session_id)
+    if ours is None:
+        return []
+    others = []
+    for role, port in zip(PORT_ROLES, (ports.http, ports.grpc, ports.metrics), strict=True):
+        listeners = _listening_inodes(port)
+        if listeners and not listeners & ours:
+            others.append(f"{role} port {port}")
+    return others
+
+
 # --------------------------------------------------------------------------------------------------------
 # Variant detection
 

@@ -48,6 +48,7 @@ from trt_plugin_kit.interface import (
     RESTRICTED_APIS,
     VARIANTS,
 )
+from trt_plugin_kit.serving import model_subset
 from trt_plugin_kit.serving.edge import limits as edge_limits
 from trt_plugin_kit.serving.edge.contract import (
     EXIT_MODEL_DOWN,
@@ -57,10 +58,13 @@ from trt_plugin_kit.serving.edge.contract import (
 )
 from trt_plugin_kit.serving.host import (
     Ports,
+    PortTaken,
     ServingError,
     _client_host,
+    check_ports_free,
     ensure_engines,
     ensure_plugin_library,
+    ports_answered_by_others,
     probe_host,
     system_triton_python_path,
 )
@@ -247,15 +251,6 @@ def supported_options(tritonserver: Path, env: dict[str, str]) -> str:
     return result.stdout + result.stderr
 
 
-def repository_models(model_repository: Path = MODEL_REPOSITORY) -> list[str]:
-    """The models a server of ``model_repository`` serves: ours and those added (new-plugin's), sorted."""
-    return sorted(
-        p.name
-        for p in Path(model_repository).iterdir()
-        if (p / "config.pbtxt").is_file() or (p / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt").is_file()
-    )
-
-
 def check_model_repository(model_repository: Path) -> None:
     """Fail early, with the missing paths, instead of letting Triton start without a model."""
     missing = [str(model_repository / name) for name in MODEL_NAMES if not (model_repository / name).is_dir()]
@@ -297,6 +292,7 @@ class TritonServer:
         exit_timeout_s: int = 15,
         extra_args: Sequence[str] = (),
         edge: str = "on",
+        models: Sequence[str] = (),
     ):
         if variant not in VARIANTS:
             raise ServingError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
@@ -304,6 +300,9 @@ class TritonServer:
         self.ports = ports or Ports()
         self.host = host
         self.model_repository = Path(model_repository).resolve()
+        # Some of its models only (serving/model_subset.py); empty: all of them.
+        self.models = tuple(models)
+        self._served_repository = self.model_repository
         self.log_file = log_file
         self.log_verbose = log_verbose
         self.plugin_library = plugin_library
@@ -374,8 +373,16 @@ class TritonServer:
         if self.process is not None:
             raise ServingError("this server was already started")
         check_model_repository(self.model_repository)
+        check_ports_free(self.host, self.ports)
         self._workdir = Path(tempfile.mkdtemp(prefix="trt_plugin_kit_triton_"))
         try:
+            if self.models:
+                self._served_repository = model_subset.link_subset(
+                    self.model_repository,
+                    self.models,
+                    self._workdir / "models",
+                    model_subset.config_name_of(self.variant),
+                )
             binary, env, variant_args = self._prepare_variant()
             prefix = []
             if self.guarded:
@@ -517,7 +524,7 @@ class TritonServer:
                 f"--metrics-port={self.ports.metrics}",
             ]
         args = [
-            f"--model-repository={self.model_repository}",
+            f"--model-repository={self._served_repository}",
             *HARDENED_FLAGS,
             *METRICS_FLAGS,
             *endpoints,
@@ -605,6 +612,14 @@ class TritonServer:
             failures = self.model_load_failures()
             cause = ("\n" + "\n".join(failures)) if failures else ""
             raise ServingError(f"{what}. Last lines of its log:\n{self.log_tail()}{cause}") from None
+        # Ready, but from whom? A server on the port between our check and our bind answers the wait too.
+        listener = self.edge_process if self.guarded else self.process
+        others = ports_answered_by_others(self.ports, listener.pid)
+        if others:
+            raise PortTaken(
+                f"address already in use: another process answered on {', '.join(others)}, not this server; "
+                "stop it or choose other ports (--http-port/--grpc-port/--metrics-port)"
+            )
         # The Python backend creates its regions while models load, mode 0644 whatever the umask
         # (Boost.Interprocess sets it): make tensors in transit the owner's only.
         restrict_shared_memory(self.shm_prefix)
