@@ -69,6 +69,16 @@ def configuration(
         "max_grpc_concurrent_rpcs": limits.MAX_GRPC_CONCURRENT_RPCS,
         "max_grpc_streams_per_connection": limits.MAX_GRPC_STREAMS_PER_CONNECTION,
         "max_grpc_metadata_bytes": limits.MAX_GRPC_METADATA_BYTES,
+        "answer_timeout_ms": int(limits.ANSWER_TIMEOUT_S * 1000),
+        "handshake_timeout_ms": int(limits.HANDSHAKE_TIMEOUT_S * 1000),
+        "idle_timeout_ms": int(limits.IDLE_TIMEOUT_S * 1000),
+        "max_grpc_concurrent_rpcs_per_peer": limits.MAX_GRPC_CONCURRENT_RPCS_PER_PEER,
+        "max_grpc_connections": limits.MAX_GRPC_CONNECTIONS,
+        "max_grpc_connections_per_peer": limits.MAX_CONNECTIONS_PER_PEER,
+        "grpc_buffer_bytes": limits.BUFFER_BYTES,
+        "grpc_buffer_bytes_per_connection": limits.GRPC_BUFFER_BYTES_PER_CONNECTION,
+        "grpc_buffer_bytes_per_peer": limits.BUFFER_BYTES_PER_PEER,
+        "grpc_inflate_pending": limits.GRPC_INFLATE_PENDING,
     }
     lines = [f"limit {key} {value}" for key, value in numbers.items()]
     lines += [f"name_pattern {NAME.pattern}", f"version_pattern {VERSION.pattern}"]
@@ -89,6 +99,9 @@ def configuration(
         f"admin_header {GRPC_ADMIN_HEADER}",
         f"unreachable {UNREACHABLE}",
         f"concurrent_refusal {CONCURRENT_REFUSAL}",
+        f"peer_calls_refusal {limits.PEER_CALLS_REFUSAL}",
+        f"busy_refusal {limits.BUSY_REFUSAL}",
+        f"compression_refusal {limits.COMPRESSION_REFUSAL}",
     ]
     if tls:
         lines += [

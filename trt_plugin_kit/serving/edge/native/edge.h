@@ -46,7 +46,9 @@ struct Config
     // "request" / "input" / "output" -> parameter name -> "bool" / "int" / "str"
     std::map<std::string, std::map<std::string, std::string>> parameters;
     std::set<std::string> relayed;  // methods the Python front answers
-    std::string service, listen, upstream, relay, adminHeader, unreachable, concurrentRefusal;
+    std::string service, listen, upstream, relay, adminHeader, unreachable;
+    // What a client is told past a budget (edge/limits.py words them, for both fronts).
+    std::string concurrentRefusal, peerCallsRefusal, busyRefusal, compressionRefusal;
     std::string tlsCert, tlsKey, tlsRoot;
     bool tls = false, tlsMutual = false;
 

@@ -118,6 +118,12 @@ void configure(const std::vector<std::pair<std::string, std::string>>& lines)
             gConfig.unreachable = value;
         else if (key == "concurrent_refusal")
             gConfig.concurrentRefusal = value;
+        else if (key == "peer_calls_refusal")
+            gConfig.peerCallsRefusal = value;
+        else if (key == "busy_refusal")
+            gConfig.busyRefusal = value;
+        else if (key == "compression_refusal")
+            gConfig.compressionRefusal = value;
         else if (key == "tls_cert")
             gConfig.tls = true, gConfig.tlsCert = value;
         else if (key == "tls_key")
@@ -173,11 +179,30 @@ int main()
     {
         if (!readBlock(lines)) throw std::runtime_error("the configuration ended early");
         configure(lines);
-        for (const char* key :
-             {"max_request_bytes", "max_grpc_message_bytes", "max_dimension", "max_inputs", "max_outputs",
-              "max_id_length", "max_parameters", "max_shape_dims", "upstream_timeout_ms",
-              "max_grpc_concurrent_rpcs", "max_grpc_streams_per_connection", "max_grpc_metadata_bytes",
-              "header_timeout_ms", "body_timeout_ms"})
+        for (const char* key : {"max_request_bytes",
+                                "max_grpc_message_bytes",
+                                "max_dimension",
+                                "max_inputs",
+                                "max_outputs",
+                                "max_id_length",
+                                "max_parameters",
+                                "max_shape_dims",
+                                "upstream_timeout_ms",
+                                "max_grpc_concurrent_rpcs",
+                                "max_grpc_streams_per_connection",
+                                "max_grpc_metadata_bytes",
+                                "header_timeout_ms",
+                                "body_timeout_ms",
+                                "answer_timeout_ms",
+                                "handshake_timeout_ms",
+                                "idle_timeout_ms",
+                                "max_grpc_concurrent_rpcs_per_peer",
+                                "max_grpc_connections",
+                                "max_grpc_connections_per_peer",
+                                "grpc_buffer_bytes",
+                                "grpc_buffer_bytes_per_connection",
+                                "grpc_buffer_bytes_per_peer",
+                                "grpc_inflate_pending"})
             gConfig.L(key);
         int port = 0;
         openPublicPort(port);
