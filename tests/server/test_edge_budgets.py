@@ -109,7 +109,8 @@ def front(tmp_path_factory):
     folder = tmp_path_factory.mktemp("budgets")
     answerer = Answerer(f"unix:{folder}/grpc")
     address = f"127.0.0.1:{free_port()}"
-    config = configuration(address, f"unix:{folder}/grpc", f"unix:{folder}/none", ["ModelMetadata", "ServerLive"])
+    relayed = ["ModelMetadata", "ServerLive"]  # nothing listens there: they are refused before it matters
+    config = configuration(address, f"unix:{folder}/grpc", f"unix:{folder}/none", relayed)
     config = config.replace("\nend\n", "".join(f"\nlimit {k} {v}" for k, v in SHORT.items()) + "\nend\n")
     process = subprocess.Popen(
         [str(BINARY)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1

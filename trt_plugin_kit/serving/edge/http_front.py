@@ -261,7 +261,9 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
 def _parameters(fields: dict, where: str) -> dict:
     parameters = fields.get("parameters", {})
     if not isinstance(parameters, dict) or len(parameters) > limits.MAX_PARAMETERS:
-        raise Refused(f"{where}: 'parameters' must be a JSON object of at most {limits.MAX_PARAMETERS} entries")
+        raise Refused(
+            f"{where}: 'parameters' must be a JSON object of at most {limits.MAX_PARAMETERS} entries"
+        )
     return dict(parameters)
 
 
