@@ -34,10 +34,7 @@ from trt_plugin_kit.serving.edge.tensors import ModelInterface, TensorSpec
 from trt_plugin_kit.serving.host import free_port
 
 BINARY = native_binary()
-pytestmark = pytest.mark.skipif(
-    BINARY is None,
-    reason=f"{BINARY_NAME} is not built (make edge-native; needs libnghttp2-dev, libssl-dev and zlib1g-dev)",
-)
+NOT_BUILT = f"{BINARY_NAME} is not built (make edge-native; needs libnghttp2-dev, libssl-dev and zlib1g-dev)"
 MODELS = {
     "l2norm": ModelInterface(
         "l2norm", 64, {"vector": TensorSpec("vector", "FP32", (-1,))}, frozenset({"normalized"})
@@ -106,6 +103,8 @@ class Front:
 
 @pytest.fixture(scope="module")
 def front(tmp_path_factory):
+    if BINARY is None:
+        pytest.skip(NOT_BUILT)
     folder = tmp_path_factory.mktemp("budgets")
     answerer = Answerer(f"unix:{folder}/grpc")
     address = f"127.0.0.1:{free_port()}"
@@ -414,3 +413,110 @@ def test_gzip_bombs_are_inflated_off_the_loop_and_never_for_relayed_methods(fron
             assert code == exhausted, (code, details)
             assert "larger than max" in details or details == limits.BUSY_REFUSAL, details
     front.assert_running()
+
+
+# ------------------------------------------------------------------------------------------ the HTTP front
+
+
+def rss_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class HonestHttp(Honest):
+    """The same honest client over HTTP, against the whole server (l2norm, binary tensors)."""
+
+    def _run(self) -> None:
+        import numpy as np  # noqa: PLC0415
+        import tritonclient.http as httpclient  # noqa: PLC0415
+
+        client = httpclient.InferenceServerClient(url=self.front.http_url, network_timeout=10)
+        tensor = httpclient.InferInput("vector", [1, 2], "FP32")
+        tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
+        try:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    client.infer("l2norm", [tensor])
+                    status = "OK"
+                except Exception as error:  # noqa: BLE001 - kept, and asserted on
+                    status = f"{type(error).__name__}: {error}"
+                self.results.append((time.monotonic() - started, status))
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+
+def http_attacker(server) -> socket.socket:
+    host, _, port = server.http_url.rpartition(":")
+    connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    connection.bind((ATTACKER, 0))
+    connection.settimeout(10)
+    connection.connect((host, int(port)))
+    return connection
+
+
+def test_http_bodies_past_the_byte_budget_are_refused_at_once_and_memory_returns(triton_server):
+    """Observed: 32 then 48 HTTP bodies one byte short of 32 MiB grew the HTTP front by 1.5 GB in seconds,
+    kept after the connections closed (MAX_HTTP_CONNECTIONS was only the listen backlog)."""
+    edge = triton_server.edge_process.pid
+    rss_before = rss_of(edge)
+    size = limits.MAX_REQUEST_BYTES - 1
+    head = (
+        f"POST /v2/models/l2norm/infer HTTP/1.1\r\nHost: edge\r\nContent-Length: {size}\r\n"
+        "Inference-Header-Content-Length: 2\r\n\r\n{}"
+    ).encode()
+    connections, answers = [], []
+    with HonestHttp(triton_server):
+        for _ in range(48):
+            connection = http_attacker(triton_server)
+            connection.sendall(head)
+            connections.append(connection)
+        for connection in connections:  # each body but its last byte, where the front still reads
+            connection.settimeout(0.2)
+            with contextlib.suppress(OSError):
+                connection.sendall(bytes(size - 3))
+        time.sleep(1)
+        grown = rss_of(edge) - rss_before
+        for connection in connections:
+            connection.settimeout(2)
+            with contextlib.suppress(OSError):
+                answers.append(connection.recv(4096))
+            connection.close()
+    refused = [answer for answer in answers if answer.startswith(b"HTTP/1.1 429")]
+    assert len(refused) >= 48 - limits.BUFFER_BYTES_PER_PEER // limits.MAX_REQUEST_BYTES, answers[:3]
+    assert all(b"Retry-After: 1" in answer and limits.BUSY_REFUSAL.encode() in answer for answer in refused)
+    budget = limits.BUFFER_BYTES_PER_PEER + (64 << 20)
+    assert grown < budget, f"the HTTP front grew {grown >> 20} MiB for one peer"
+    time.sleep(1)
+    kept = rss_of(edge) - rss_before
+    assert kept < 48 << 20, f"the HTTP front kept {kept >> 20} MiB after the burst"
+    assert triton_server.edge_process.pid == edge and triton_server.is_running()
+
+
+def test_http_connections_past_the_peer_cap_are_reset_at_accept(triton_server):
+    """The connection caps are counted at accept (not the listen backlog): one peer's connections past
+    limits.MAX_CONNECTIONS_PER_PEER are reset at once, whatever they would send."""
+    edge = triton_server.edge_process.pid
+    connections, reset = [], 0
+    with HonestHttp(triton_server):
+        for _ in range(limits.MAX_CONNECTIONS_PER_PEER + 72):
+            try:
+                connections.append(http_attacker(triton_server))
+            except ConnectionResetError:  # reset before connect() returned
+                reset += 1
+        time.sleep(0.5)
+        for connection in connections:
+            connection.settimeout(0.05)
+            try:
+                reset += connection.recv(1) == b""
+            except ConnectionResetError:
+                reset += 1
+            except TimeoutError:
+                pass
+        for connection in connections:
+            connection.close()
+    assert reset == 72, f"{reset} of {len(connections)} connections were reset"
+    assert triton_server.edge_process.pid == edge and triton_server.is_running()

@@ -25,6 +25,7 @@ from aiohttp import web, web_protocol
 
 from trt_plugin_kit.interface import ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits, wire_json
+from trt_plugin_kit.serving.edge.budget import Budget, Holding, peer_key, peer_of, reset_on_close
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
@@ -267,38 +268,47 @@ def _parameters(fields: dict, where: str) -> dict:
     return dict(parameters)
 
 
-async def decoded_body(request: web.Request, limit: int) -> bytes:
+async def decoded_body(request: web.Request, limit: int, holding: Holding) -> bytes:
     """The body, read within limits.BODY_TIMEOUT_S and ``limit`` bytes, decompressed (gzip/deflate) in a
-    worker thread within the same limit and limits.DECOMPRESS_TIMEOUT_S; other encodings are refused."""
+    worker thread within the same limit and limits.DECOMPRESS_TIMEOUT_S; other encodings are refused. Its
+    bytes are held in the byte budget (``holding``) before they are read: past it, refused at once."""
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate"):
         raise Refused(f"Content-Encoding {encoding[:20]!r} is not accepted (gzip, deflate)", status=415)
     declared = request.content_length
     if declared is not None and declared > limit:
         raise too_large(f"the request body is too large: this server accepts at most {limit} bytes")
+    if declared is not None:
+        holding.take(declared)
     try:
         async with limits.time_limit(limits.BODY_TIMEOUT_S):
-            body = await _read_body(request, limit)
+            body = await _read_body(request, limit, None if declared is not None else holding)
     except asyncio.TimeoutError:
         raise Refused(f"the request body did not arrive within {limits.BODY_TIMEOUT_S:.0f} s", 408) from None
     if encoding == "identity":
         return body
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    holding.take(limit)  # what the inflater may make, held before it runs
     try:
         # The worker thread runs on when the wait gives up, but its output is bounded by `limit`.
-        return await asyncio.wait_for(
+        inflated = await asyncio.wait_for(
             asyncio.to_thread(_inflate, body, wbits, limit), limits.DECOMPRESS_TIMEOUT_S
         )
     except asyncio.TimeoutError:
         raise Refused("the request body took too long to decompress", status=413) from None
+    holding.resize(len(body) + len(inflated))
+    return inflated
 
 
-async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
+async def _read_body(request: web.BaseRequest, limit: int, holding: Holding | None) -> bytes:
+    """The body in chunks; without a declared length each chunk is held in the budget as it comes."""
     chunks, size = [], 0
     async for chunk in request.content.iter_chunked(256 * 1024):
         size += len(chunk)
         if size > limit:
             raise too_large(f"the request body is too large: this server accepts at most {limit} bytes")
+        if holding is not None:
+            holding.take(len(chunk))
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -327,6 +337,27 @@ class _EdgeRequestHandler(web_protocol.RequestHandler):
     """aiohttp's connection handler, answering what its HTTP parser refuses in Triton's JSON error form,
     without echoing the request or logging a traceback per malformed request (a log flood)."""
 
+    _peer: str | None = None  # counted in the budget's connections
+
+    def connection_made(self, transport) -> None:
+        # Counted at accept: past the front's or the peer's connection cap it is reset at once, never left
+        # in the backlog or holding a descriptor (aiohttp never sees it: no _manager, no task).
+        budget: Budget = self._manager.budget
+        peer = peer_of(transport)
+        if not budget.admit(peer):
+            self._manager = None
+            reset_on_close(transport)
+            transport.abort()
+            return
+        self._peer, self._budget = peer, budget
+        super().connection_made(transport)
+
+    def connection_lost(self, exc) -> None:
+        if self._peer is not None:
+            self._budget.leave(self._peer)
+            self._peer = None
+        super().connection_lost(exc)
+
     def handle_error(self, request, status=500, exc=None, message=None):
         if request.writer.output_size > 0:
             raise ConnectionError("response already sent")
@@ -348,11 +379,12 @@ class HttpFront:
         self.upstream = upstream
         self.admin_key = admin_key
         self.ready = ready  # () -> str | None: why the edge is not ready
+        self.budget = Budget()
 
     def server(self) -> web.Server:
         # The keep-alive timer runs from connection start and from each response until the next request's
         # headers are complete: aiohttp closes the connection if they are not, which is the header timeout.
-        return _EdgeServer(
+        server = _EdgeServer(
             self.handle,
             keepalive_timeout=limits.HEADER_TIMEOUT_S,
             lingering_time=0,  # a refused upload's rest is not waited for
@@ -363,6 +395,8 @@ class HttpFront:
             access_log=None,
             handler_cancellation=True,
         )
+        server.budget = self.budget
+        return server
 
     def admitted(self, request: web.Request) -> bool:
         if self.admin_key is None:
@@ -371,17 +405,22 @@ class HttpFront:
         return hmac.compare_digest(sent.encode(), self.admin_key.encode())
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        holding = Holding(self.budget, peer_key(request.remote))
         try:
-            response = await self._handle(request)
+            response = await self._handle(request, holding)
         except Refused as refusal:
             response = error_response(refusal)
-            if refusal.status in (408, 413, 415):
+            if refusal.status in (408, 413, 415, 429, 503):
                 # The rest of an unread body is not worth reading: answer, then close the connection.
                 response.force_close()
+            if getattr(refusal, "retry_after", None):
+                response.headers["Retry-After"] = str(refusal.retry_after)
+        finally:
+            holding.release()
         response.headers["Server"] = SERVER_NAME
         return response
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest, holding: Holding) -> web.StreamResponse:
         target = request.raw_path
         if "?" in target or "#" in target:
             raise not_found("not found")
@@ -399,10 +438,10 @@ class HttpFront:
         if chosen.name in ("live", "ready", "model_ready"):
             return await self._health(chosen.name, parts)
         if chosen.name == "infer":
-            return await self._infer(request, parts)
+            return await self._infer(request, parts, holding)
         body = b""
         if request.method == "POST":
-            raw = await decoded_body(request, limits.MAX_CONTROL_BODY_BYTES)
+            raw = await decoded_body(request, limits.MAX_CONTROL_BODY_BYTES, holding)
             body = wire_json.encode(wire_json.parse(raw)) if raw else b""
         headers = {"Content-Type": "application/json"} if body else {}
         if chosen.admin:
@@ -422,8 +461,8 @@ class HttpFront:
         path = "/v2/health/ready" if name == "ready" else _canonical_model(parts) + "/ready"
         return await self._forward("GET", path, b"", {}, None)
 
-    async def _infer(self, request: web.BaseRequest, parts: dict) -> web.Response:
-        body = await decoded_body(request, limits.MAX_REQUEST_BYTES)
+    async def _infer(self, request: web.BaseRequest, parts: dict, holding: Holding) -> web.Response:
+        body = await decoded_body(request, limits.MAX_REQUEST_BYTES, holding)
         header_length = request.headers.get(HEADER_LENGTH)
         model, version = parts["model"], parts.get("version", "")
         if len(body) > limits.JSON_INLINE_BYTES:
