@@ -520,3 +520,62 @@ def test_http_connections_past_the_peer_cap_are_reset_at_accept(triton_server):
             connection.close()
     assert reset == 72, f"{reset} of {len(connections)} connections were reset"
     assert triton_server.edge_process.pid == edge and triton_server.is_running()
+
+
+# ------------------------------------------------------------------------------------------ health
+
+
+def test_a_slow_model_is_reported_slow_not_down(triton_server, monkeypatch):
+    """Observed: 16 allowed mnist_pipeline requests of 64 large JPEGs made the edge's probes wait in the
+    same queue and time out, and the watchdog restarted tritonserver: every model down ~6 s. A probe that
+    times out while the model completes requests is a slow model: reported, never a restart. (A model that
+    completes nothing, a hung stub, is still found down: test_serving_hardening.py's hung-stub test.)"""
+    import asyncio  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+    import tritonclient.http as httpclient  # noqa: PLC0415
+
+    from trt_plugin_kit.interface import REPO_ROOT  # noqa: PLC0415
+    from trt_plugin_kit.serving.edge.upstream import Upstream  # noqa: PLC0415
+
+    monkeypatch.setattr(limits, "HEALTH_PROBE_TIMEOUT_S", 0.05)  # behind the flood below, always too short
+    monkeypatch.setattr(limits, "HEALTH_PERIOD_S", 0.05)
+    digits = np.array([(REPO_ROOT / "samples" / "digits" / "7.png").read_bytes()] * 64, dtype=np.object_)
+    stop = threading.Event()
+
+    def flood() -> None:
+        client = httpclient.InferenceServerClient(url=triton_server.http_url, network_timeout=60)
+        tensor = httpclient.InferInput("image_bytes", [64, 1], "BYTES")
+        tensor.set_data_from_numpy(digits.reshape(64, 1))
+        while not stop.is_set():
+            client.infer("mnist_pipeline", [tensor])
+        client.close()
+
+    async def judge() -> tuple[list[str], dict]:
+        upstream = Upstream(triton_server.socket_dir, triton_server._internal_key)
+        down: list[str] = []
+        upstream.on_model_down = lambda model, reason: down.append(f"{model}: {reason}")
+        await upstream.open()
+        try:
+            await upstream.load_models(10)
+            for _ in range(10):
+                await upstream._probe_until_decided("mnist_pipeline")
+                if "mnist_pipeline" in upstream.slow:
+                    break
+            return down, dict(upstream.slow)
+        finally:
+            await upstream.close()
+
+    threads = [threading.Thread(target=flood, daemon=True) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(1)
+        down, slow = asyncio.run(judge())
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    assert not down, down
+    assert "completed" in slow.get("mnist_pipeline", ""), slow
+    assert triton_server.is_running()
