@@ -13,17 +13,20 @@
 //
 // The transport is nghttp2 (HTTP/2 framing, HPACK, flow control) on plain sockets, with gRPC's own layer
 // written here: the 5-byte message prefix (its length judged before the message is buffered), trailers,
-// grpc-timeout, gzip/deflate inflated only up to the message limit. One thread and one epoll set serve the
-// public port and the connections to tritonserver and the Python front; the frames of all calls ready in one
-// turn share a write. gRPC C++ (1.51) in the same place cost twice the CPU per call
-// (records/edge/edge-overhead.md).
+// grpc-timeout, gzip/deflate inflated on a thread of its own (ModelInfer only) up to the message limit. One
+// thread and one epoll set serve the public port and the connections to tritonserver and the Python front;
+// the frames of all calls ready in one turn share a write. gRPC C++ (1.51) in the same place cost twice the
+// CPU per call (records/edge/edge-overhead.md).
 //
-// Limits (edge/limits.py): streams per connection and header-list size announced in SETTINGS and enforced
-// (metadata over the limit: RESOURCE_EXHAUSTED); calls in flight; a connection that completes no preface (or
-// TLS handshake) within the header timeout is closed; a request not received within the body timeout is
-// refused DEADLINE_EXCEEDED; a connection whose answers are not being read is not read from either, and is
-// closed once they have not moved for the body timeout. A client's deadline or departure never cancels
-// tritonserver's call (Triton 2.51 dies of that: grpc_transport.cc, Downstream::detach).
+// Budgets (edge/limits.py; docs/SECURITY.md), none of which a client renews (PINGs and keepalives count for
+// nothing): connections per front and per peer, counted at accept (past a cap: accepted and reset); streams
+// per connection and header-list size announced in SETTINGS and enforced; calls in flight per front and per
+// peer; bytes held for clients (messages, inflated output, answers) per front, connection and peer, refused
+// RESOURCE_EXHAUSTED at once past them; a connection that sends no request within the handshake timeout is
+// closed, one idle for the idle timeout told GOAWAY; a request not received within the body timeout is
+// refused DEADLINE_EXCEEDED; an answer not read within the answer timeout has its stream reset, and a socket
+// that takes nothing for as long ends its connection. A client's deadline or departure never cancels
+// tritonserver's call (Triton 2.51 dies of that: downstream.cc, Downstream::detach).
 //
 // ModelInferRequest is parsed by hand (protobuf's wire format) rather than through code generated from
 // tritonclient's descriptors: it is the one message this program reads or writes, its tensors stay views of
