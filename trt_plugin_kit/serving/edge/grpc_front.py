@@ -89,9 +89,11 @@ def _parameter_value(parameter: pb.InferParameter):
 
 
 def _parameters(mapping, where: str) -> dict:
+    """A protobuf map, in its keys' order: a map has none of its own, and the first parameter refused must
+    be the same for every rule that judges it (the compiled front's too)."""
     if len(mapping) > limits.MAX_PARAMETERS:
         raise Refused(f"{where}: at most {limits.MAX_PARAMETERS} parameters")
-    return {key: _parameter_value(value) for key, value in mapping.items()}
+    return {key: _parameter_value(mapping[key]) for key in sorted(mapping)}
 
 
 def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -65,6 +66,13 @@ extern std::shared_ptr<const Models> gModels;  // swapped whole (std::atomic_loa
 
 // A line on stdout for the Python edge ("listening PORT", "fail MODEL", "error WHY").
 void say(const std::string& line);
+
+// stdin's blocks (config.cc): "key value" lines until "end" (false: the input ended first); the
+// configuration block into gConfig; a model block as the Models it replaces all with.
+using Lines = std::vector<std::pair<std::string, std::string>>;
+bool readBlock(std::istream& in, Lines& lines);
+void configure(const Lines& lines);
+std::shared_ptr<const Models> readModels(const Lines& lines);
 
 // ---------------------------------------------------------------------------------------------- refusals
 

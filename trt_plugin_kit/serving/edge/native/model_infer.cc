@@ -217,10 +217,13 @@ bool validName(std::string_view s)
     return std::regex_match(s.begin(), s.end(), gConfig.name);
 }
 
+// In the keys' order (a protobuf map has none; grpc_front._parameters sorts them too).
 void checkParameters(const Params& params, const char* kind, const std::string& where)
 {
     const auto& allowed = gConfig.parameters[kind];
-    for (const auto& [key, value] : params.entries)
+    std::vector<std::pair<std::string_view, Param>> sorted = params.entries;
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& [key, value] : sorted)
     {
         auto found = allowed.find(std::string(key));
         if (found == allowed.end())
