@@ -47,13 +47,13 @@ struct Keep
     }
 };
 
-Param parseParameterValue(std::string_view data)
+Param parseParameterValue(std::string_view data, int depth)
 {
     Param value;
-    Reader v(data);  // InferParameter: a oneof, the last member set wins (also across parts)
+    Reader v(data, depth);  // InferParameter: a oneof, the last member set wins (also across parts)
     while (!v.done())
     {
-        uint64_t t = v.varint();
+        uint64_t t = v.tag();
         int f = t >> 3, w = t & 7;
         if (f == 1 && w == 0)
             value = Param::of(Param::BOOL), value.b = v.varint() != 0;
@@ -71,29 +71,32 @@ Param parseParameterValue(std::string_view data)
             value.i = static_cast<int64_t>(value.u);
         }
         else
-            v.skip(w);
+            v.skip(f, w);
     }
     return value;
 }
 
-// One map entry; the whole entry is read (its UTF-8 judged) even past the keys held, as protobuf would.
-void parseParameter(std::string_view entry, Params& params, const Keep& keep)
+// One map entry; the whole entry is read (its UTF-8 judged) even past the keys held, as protobuf would. An
+// entry with any other field than its key and value is not an entry of the map (upb keeps it with the
+// message's unknown fields, and Python's map never shows it).
+void parseParameter(std::string_view entry, int depth, Params& params, const Keep& keep)
 {
     std::string_view key;
     Param value;
-    Reader r(entry);
+    bool other = false;
+    Reader r(entry, depth);
     while (!r.done())
     {
-        uint64_t tag = r.varint();
+        uint64_t tag = r.tag();
         int field = tag >> 3, wire = tag & 7;
         if (field == 1 && wire == 2)
             key = r.text();
         else if (field == 2 && wire == 2)
-            value = parseParameterValue(r.bytes());
+            value = parseParameterValue(r.bytes(), depth + 1);
         else
-            r.skip(wire);
+            other = true, r.skip(field, wire);
     }
-    params.set(key, value, keep.parameters);
+    if (!other) params.set(key, value, keep.parameters);
 }
 
 void parseShape(Reader& r, int wire, std::vector<int64_t>& shape, const Keep& keep)
@@ -114,6 +117,7 @@ void parseShape(Reader& r, int wire, std::vector<int64_t>& shape, const Keep& ke
 
 void addContents(Input& input, std::string_view part)
 {
+    checkContentsFraming(part);
     if (input.contentParts++ == 0)
     {
         input.contents = part;
@@ -126,10 +130,10 @@ void addContents(Input& input, std::string_view part)
 
 void parseInput(std::string_view data, Input& input, const Keep& keep)
 {
-    Reader r(data);
+    Reader r(data, 1);
     while (!r.done())
     {
-        uint64_t tag = r.varint();
+        uint64_t tag = r.tag();
         int field = tag >> 3, wire = tag & 7;
         if (field == 1 && wire == 2)
             input.name = r.text();
@@ -138,27 +142,27 @@ void parseInput(std::string_view data, Input& input, const Keep& keep)
         else if (field == 3 && (wire == 0 || wire == 2))
             parseShape(r, wire, input.shape, keep);
         else if (field == 4 && wire == 2)
-            parseParameter(r.bytes(), input.params, keep);
+            parseParameter(r.bytes(), 2, input.params, keep);
         else if (field == 5 && wire == 2)
             addContents(input, r.bytes());
         else
-            r.skip(wire);
+            r.skip(field, wire);
     }
 }
 
 void parseOutput(std::string_view data, Output& output, const Keep& keep)
 {
-    Reader r(data);
+    Reader r(data, 1);
     while (!r.done())
     {
-        uint64_t tag = r.varint();
+        uint64_t tag = r.tag();
         int field = tag >> 3, wire = tag & 7;
         if (field == 1 && wire == 2)
             output.name = r.text();
         else if (field == 2 && wire == 2)
-            parseParameter(r.bytes(), output.params, keep);
+            parseParameter(r.bytes(), 2, output.params, keep);
         else
-            r.skip(wire);
+            r.skip(field, wire);
     }
 }
 
@@ -172,11 +176,11 @@ void parseRequest(std::string_view data, Request& request)
     Reader r(data);
     while (!r.done())
     {
-        uint64_t tag = r.varint();
+        uint64_t tag = r.tag();
         int field = tag >> 3, wire = tag & 7;
         if (wire != 2 || field < 1 || field > 7)
         {
-            r.skip(wire);
+            r.skip(field, wire);
             continue;
         }
         std::string_view part = field <= 3 ? r.text() : r.bytes();
@@ -187,7 +191,7 @@ void parseRequest(std::string_view data, Request& request)
         else if (field == 3)
             request.id = part;
         else if (field == 4)
-            parseParameter(part, request.params, keep);
+            parseParameter(part, 1, request.params, keep);
         else if (field == 5)
         {
             bool held = request.inputCount++ < keep.inputs;

@@ -1,8 +1,9 @@
 // The parts of a ModelInferRequest's rules that are not its order: Python's words for names (repr), UTF-8,
 // and typed contents made raw (grpc_front._contents_to_raw).
 #include <algorithm>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "request.h"
 
@@ -88,6 +89,34 @@ bool validUtf8(std::string_view s)
     return true;
 }
 
+// Python's repr() of a float: the shortest digits that read back as the same double, in fixed notation for
+// exponents -4..15 and scientific (two exponent digits at least) otherwise.
+std::string pythonFloat(double d)
+{
+    if (std::isnan(d)) return "nan";
+    if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
+    char buffer[64];
+    auto [end, error] = std::to_chars(buffer, buffer + sizeof buffer, d, std::chars_format::scientific);
+    (void)error;
+    std::string text(buffer, end);  // "-d.ddde-XX"
+    std::string sign = text[0] == '-' ? "-" : "";
+    if (!sign.empty()) text.erase(0, 1);
+    size_t e = text.find('e');
+    int exponent = std::stoi(text.substr(e + 1));
+    std::string digits = text.substr(0, e);
+    digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+    if (exponent < -4 || exponent >= 16)
+    {
+        std::string mantissa = digits.substr(0, 1) + (digits.size() > 1 ? "." + digits.substr(1) : "");
+        std::string power = std::to_string(std::abs(exponent));
+        return sign + mantissa + (exponent < 0 ? "e-" : "e+") + (power.size() < 2 ? "0" : "") + power;
+    }
+    if (exponent < 0) return sign + "0." + std::string(-exponent - 1, '0') + digits;
+    if (digits.size() <= static_cast<size_t>(exponent) + 1)
+        return sign + digits + std::string(exponent + 1 - digits.size(), '0') + ".0";
+    return sign + digits.substr(0, exponent + 1) + "." + digits.substr(exponent + 1);
+}
+
 std::string Param::show() const
 {
     switch (kind)
@@ -99,11 +128,7 @@ std::string Param::show() const
         case STRING:
             return repr(s);
         case DOUBLE:
-        {
-            std::ostringstream text;
-            text << d;
-            return text.str();
-        }
+            return pythonFloat(d);
         default:
             return "None";
     }
@@ -126,6 +151,26 @@ void append(std::string& out, T value)
 }
 
 }  // namespace
+
+void checkContentsFraming(std::string_view part)
+{
+    Reader r(part, 2);
+    while (!r.done())
+    {
+        uint64_t tag = r.tag();
+        int field = tag >> 3, wire = tag & 7;
+        if (field < 1 || field > 7 || wire != 2)
+        {
+            r.skip(field, wire);  // bytes_contents, an unpacked value, or an unknown field
+            continue;
+        }
+        Reader packed(r.bytes(), 3);
+        int kind = kContentFields[field - 1].second;  // 0 varint, 5 fixed32, 1 fixed64
+        size_t width = kind == 5 ? 4 : kind == 1 ? 8 : 0;
+        if (width != 0 && (packed.end - packed.p) % width != 0) throw malformed("DecodeError");
+        while (width == 0 && !packed.done()) packed.varint();
+    }
+}
 
 std::string contentsToRaw(const Input& input, const std::string& where)
 {
@@ -150,7 +195,7 @@ std::string contentsToRaw(const Input& input, const std::string& where)
         present[field] = true;
         if (field != target)
         {
-            r.skip(field == 8 ? 2 : kContentFields[field - 1].second);
+            r.skip(field, field == 8 ? 2 : kContentFields[field - 1].second);
             return;
         }
         switch (field)
@@ -207,13 +252,13 @@ std::string contentsToRaw(const Input& input, const std::string& where)
                                                         " bytes; this server accepts at most " +
                                                         std::to_string(cap) + " bytes per request"};
     };
-    Reader r(input.contents);
+    Reader r(input.contents, 2);
     while (!r.done())
     {
-        uint64_t tag = r.varint();
+        uint64_t tag = r.tag();
         int field = tag >> 3, wire = tag & 7;
         if (field < 1 || field > 8)
-            r.skip(wire);
+            r.skip(field, wire);
         else if (wire == 2 && field != 8)
         {
             Reader packed(r.bytes());
@@ -222,7 +267,7 @@ std::string contentsToRaw(const Input& input, const std::string& where)
         else if (wire == kContentFields[field - 1].second)
             value(field, r);
         else
-            r.skip(wire);
+            r.skip(field, wire);
     }
     if (datatype != "BYTES")
     {

@@ -33,11 +33,18 @@ bool validUtf8(std::string_view s);
 
 // ---------------------------------------------------------------------------------------------- wire format
 
+// protobuf's nesting limit (upb's, as Python's parser applies it): messages and groups at most this deep.
+constexpr int kMaxDepth = 100;
+
 struct Reader
 {
     const uint8_t* p;
     const uint8_t* end;
-    explicit Reader(std::string_view s) : p(reinterpret_cast<const uint8_t*>(s.data())), end(p + s.size()) {}
+    int depth;  // of the message read: the request is 0, an input 1, an input's parameter value 3
+    explicit Reader(std::string_view s, int depth = 0)
+        : p(reinterpret_cast<const uint8_t*>(s.data())), end(p + s.size()), depth(depth)
+    {
+    }
     bool done() const { return p >= end; }
     uint64_t varint()
     {
@@ -50,6 +57,13 @@ struct Reader
             if (!(byte & 0x80)) return value;
         }
         throw malformed("DecodeError");
+    }
+    // A field's tag: its number (1 up) and wire type; protobuf refuses number 0 and tags past 32 bits.
+    uint64_t tag()
+    {
+        uint64_t value = varint();
+        if ((value >> 3) == 0 || value > 0xFFFFFFFFu) throw malformed("DecodeError");
+        return value;
     }
     std::string_view bytes()
     {
@@ -75,7 +89,9 @@ struct Reader
         p += sizeof(T);
         return value;
     }
-    void skip(int wire)
+    // A field not used: its value read past. Groups (unknown fields of an old encoding) are skipped as
+    // protobuf skips them, nested within the depth limit, so that both rules take the same messages.
+    void skip(int field, int wire)
     {
         switch (wire)
         {
@@ -88,11 +104,33 @@ struct Reader
             case 2:
                 bytes();
                 break;
+            case 3:
+                skipGroup(field);
+                break;
             case 5:
                 fixed<uint32_t>();
                 break;
             default:
-                throw malformed("DecodeError");  // groups are not in this protocol
+                throw malformed("DecodeError");  // an end of group not begun, or no wire type
+        }
+    }
+    void skipGroup(int field)
+    {
+        std::vector<int> open{field};
+        while (!open.empty())
+        {
+            if (depth + static_cast<int>(open.size()) > kMaxDepth) throw malformed("DecodeError");
+            uint64_t read = tag();
+            int f = static_cast<int>(read >> 3), w = static_cast<int>(read & 7);
+            if (w == 4)
+            {
+                if (f != open.back()) throw malformed("DecodeError");
+                open.pop_back();
+            }
+            else if (w == 3)
+                open.push_back(f);
+            else
+                skip(f, w);
         }
     }
 };
@@ -178,6 +216,10 @@ struct Request
     std::vector<std::string_view> raw;                     // at most max_inputs + 1 held
     size_t inputCount = 0, outputCount = 0, rawCount = 0;  // as sent
 };
+
+// A contents part read as protobuf reads it when the message is parsed (every part, whatever its datatype
+// turns out to be): DecodeError where its framing is broken, as Python's parser says before any rule.
+void checkContentsFraming(std::string_view part);
 
 // Typed contents -> the raw little-endian layout (np.asarray(values, dtype).tobytes(), as grpc_front.py makes
 // it), bounded in output by max_request_bytes while it is made.
