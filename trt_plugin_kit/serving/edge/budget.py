@@ -21,7 +21,7 @@ from trt_plugin_kit.serving.edge.tensors import Refused
 log = logging.getLogger("trt_plugin_kit.serving.edge")
 BURST_BYTES = 64 * 1024 * 1024  # held past this, then less than QUIET_BYTES: memory is trimmed
 QUIET_BYTES = 8 * 1024 * 1024
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
 
 def _libc():
@@ -37,9 +37,12 @@ _LIBC = _libc()
 
 def mmap_large_buffers() -> None:
     """Buffers of 256 KiB and more from mmap, so that they go back to the system when freed (glibc's
-    threshold otherwise grows to the largest buffer freed)."""
+    threshold otherwise grows to the largest buffer freed). Fixing it fixes the heap's trim threshold too,
+    at 128 KiB, which would give the heap's top back and take it again on every request: it is set to 64 MiB,
+    and malloc_trim gives the rest back after a burst (Budget.give_back)."""
     if _LIBC is not None:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, 256 * 1024)
+        _LIBC.mallopt(_M_TRIM_THRESHOLD, 64 * 1024 * 1024)
 
 
 def peer_key(address: str | None) -> str:

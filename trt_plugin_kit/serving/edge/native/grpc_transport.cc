@@ -396,8 +396,11 @@ void openPublicPort(int& port)
 {
     readLimits();
     // Buffers of 256 KiB and more are mmapped, so that they go back to the system when freed (glibc's
-    // threshold otherwise grows to the largest buffer freed, and a burst of 32 MiB messages stays).
+    // threshold otherwise grows to the largest buffer freed, and a burst of 32 MiB messages stays). Fixing it
+    // fixes the heap's trim threshold at 128 KiB, which would give the heap's top back and take it again
+    // call after call: 64 MiB instead, and malloc_trim after a burst (returnMemoryIfIdle).
     mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
     gMethodPrefix = "/" + gConfig.service + "/";
     if (gConfig.tls) gTls = tlsContext();
     makeCallbacks();
