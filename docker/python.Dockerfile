@@ -35,7 +35,7 @@ COPY plugins plugins
 # network).
 FROM ${PYTHON_IMAGE} AS edge-native
 WORKDIR /src
-COPY cmake cmake
+COPY cmake/ccache.cmake cmake/ccache.cmake
 COPY trt_plugin_kit/serving/edge/native trt_plugin_kit/serving/edge/native
 RUN --mount=type=bind,source=docker/wheelhouse,target=/wheelhouse \
     mkdir -p /out \
