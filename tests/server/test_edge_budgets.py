@@ -27,9 +27,9 @@ import hpack
 import pytest
 from tritonclient.grpc import service_pb2 as pb
 
-from trt_plugin_kit.serving.edge import limits
-from trt_plugin_kit.serving.edge.grpc_front import SERVICE
+from trt_plugin_kit.serving.edge import limits, policy
 from trt_plugin_kit.serving.edge.native_front import BINARY_NAME, configuration, models_block, native_binary
+from trt_plugin_kit.serving.edge.policy import SERVICE
 from trt_plugin_kit.serving.edge.tensors import ModelInterface, TensorSpec
 from trt_plugin_kit.serving.host import free_port
 
@@ -337,7 +337,7 @@ def test_messages_held_open_are_bounded_by_the_byte_budgets(front):
         for thread in threads:
             thread.join(timeout=30)
     refused = [answer for answer in answers if answer.startswith("RESOURCE_EXHAUSTED")]
-    assert refused and all(limits.BUSY_REFUSAL in answer for answer in refused), answers
+    assert refused and all(policy.BUSY_REFUSAL in answer for answer in refused), answers
     budget = limits.GRPC_BUFFER_BYTES_PER_CONNECTION + (24 << 20)
     assert grown < budget, f"the front grew {grown >> 20} MiB for one connection"
     time.sleep(1)
@@ -407,11 +407,11 @@ def test_gzip_bombs_are_inflated_off_the_loop_and_never_for_relayed_methods(fron
         if method == "ModelMetadata":
             assert (code, details) == (
                 str(grpc.StatusCode.UNIMPLEMENTED.value[0]),
-                limits.COMPRESSION_REFUSAL,
+                policy.COMPRESSION_REFUSAL,
             )
         else:
             assert code == exhausted, (code, details)
-            assert "larger than max" in details or details == limits.BUSY_REFUSAL, details
+            assert "larger than max" in details or details == policy.BUSY_REFUSAL, details
     front.assert_running()
 
 
@@ -487,7 +487,7 @@ def test_http_bodies_past_the_byte_budget_are_refused_at_once_and_memory_returns
             connection.close()
     refused = [answer for answer in answers if answer.startswith(b"HTTP/1.1 429")]
     assert len(refused) >= 48 - limits.BUFFER_BYTES_PER_PEER // limits.MAX_REQUEST_BYTES, answers[:3]
-    assert all(b"Retry-After: 1" in answer and limits.BUSY_REFUSAL.encode() in answer for answer in refused)
+    assert all(b"Retry-After: 1" in answer and policy.BUSY_REFUSAL.encode() in answer for answer in refused)
     budget = limits.BUFFER_BYTES_PER_PEER + (64 << 20)
     assert grown < budget, f"the HTTP front grew {grown >> 20} MiB for one peer"
     time.sleep(1)

@@ -15,7 +15,7 @@ import logging
 import socket
 import struct
 
-from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge import limits, policy
 from trt_plugin_kit.serving.edge.tensors import Refused
 
 log = logging.getLogger("trt_plugin_kit.serving.edge")
@@ -64,7 +64,7 @@ def peer_of(transport) -> str:
 
 def busy(per_peer: bool) -> Refused:
     """Past a byte budget: 429 (this peer's) or 503 (the front's), both with Retry-After."""
-    refusal = Refused(limits.BUSY_REFUSAL, status=429 if per_peer else 503, grpc_code="RESOURCE_EXHAUSTED")
+    refusal = Refused(policy.BUSY_REFUSAL, status=429 if per_peer else 503, grpc_code="RESOURCE_EXHAUSTED")
     refusal.retry_after = limits.RETRY_AFTER_S
     return refusal
 

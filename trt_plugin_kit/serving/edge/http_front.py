@@ -26,6 +26,7 @@ from aiohttp import web, web_protocol
 from trt_plugin_kit.interface import ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits, wire_json
 from trt_plugin_kit.serving.edge.budget import Budget, Holding, peer_key, peer_of, reset_on_close
+from trt_plugin_kit.serving.edge.policy import MODEL_CONTROL_REFUSAL, UNREACHABLE
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
@@ -52,10 +53,6 @@ FORWARDED_BACK = ("Content-Type", HEADER_LENGTH)
 ASCII_COUNT = re.compile(r"[0-9]{1,10}")  # str.isdigit() would take "²" and int() then raise
 # What the Server header says: no software or version.
 SERVER_NAME = "triton-edge"
-# Every deployment runs --model-control-mode=none: what the repository held at start is all it serves.
-MODEL_CONTROL_REFUSAL = (
-    "explicit model load / unload is not allowed: this server's model control mode is none"
-)
 NUMPY_TYPES = {
     "BOOL": np.bool_,
     "UINT8": np.uint8,
@@ -485,7 +482,7 @@ class HttpFront:
             if model is not None:
                 self.upstream.record(model, False)
             log.warning("upstream %s %s failed: %s", method, path, type(error).__name__)
-            return web.json_response({"error": "the inference server is not reachable right now"}, status=503)
+            return web.json_response({"error": UNREACHABLE}, status=503)
         if model is not None:
             self.upstream.record(model, answer.status < 500)
         forwarded = {
@@ -514,4 +511,4 @@ async def metrics_handler(upstream: Upstream, request: web.BaseRequest) -> web.S
                 },
             )
     except (OSError, asyncio.TimeoutError, Exception):  # noqa: BLE001
-        return web.Response(status=503, text="the inference server is not reachable right now\n")
+        return web.Response(status=503, text=UNREACHABLE + "\n")

@@ -49,8 +49,8 @@ ANSWER_TIMEOUT_S = 10.0
 MAX_HTTP_CONNECTIONS = 1024
 MAX_GRPC_CONNECTIONS = 1024
 MAX_CONNECTIONS_PER_PEER = 128
-# Calls in flight: beyond these a gRPC call is answered RESOURCE_EXHAUSTED at once (CONCURRENT_REFUSAL,
-# PEER_CALLS_REFUSAL) instead of waiting or growing memory.
+# Calls in flight: beyond these a gRPC call is answered RESOURCE_EXHAUSTED at once (policy.CONCURRENT_REFUSAL,
+# policy.PEER_CALLS_REFUSAL) instead of waiting or growing memory.
 MAX_GRPC_CONCURRENT_RPCS = 512
 MAX_GRPC_CONCURRENT_RPCS_PER_PEER = 128
 MAX_GRPC_STREAMS_PER_CONNECTION = 64
@@ -59,19 +59,14 @@ MAX_GRPC_METADATA_BYTES = 16 * 1024
 # Memory: the bytes each front holds for its clients (requests being received or inflated, answers not yet
 # sent), in all and per peer; the compiled gRPC front also per connection (an HTTP/1.1 connection carries
 # one request at a time). Past a budget a request is refused at once: HTTP 503 (the front's) or 429 (the
-# peer's) with Retry-After, gRPC RESOURCE_EXHAUSTED (BUSY_REFUSAL). Sized for a 2-core / 4 GiB container:
-# both fronts at their budgets leave tritonserver about 3 GiB.
+# peer's) with Retry-After, gRPC RESOURCE_EXHAUSTED (policy.BUSY_REFUSAL). Sized for a 2-core / 4 GiB
+# container: both fronts at their budgets leave tritonserver about 3 GiB.
 BUFFER_BYTES = 512 * 1024 * 1024
 BUFFER_BYTES_PER_PEER = 160 * 1024 * 1024
 GRPC_BUFFER_BYTES_PER_CONNECTION = 96 * 1024 * 1024
 RETRY_AFTER_S = 1
 # Compressed gRPC messages waiting for or in the inflater's thread (never the front's loop); more: refused.
 GRPC_INFLATE_PENDING = 2
-
-# What a client is told past a budget (both fronts say the same).
-BUSY_REFUSAL = "the server holds all it can for its clients right now; try again shortly"
-PEER_CALLS_REFUSAL = "this client has too many calls in flight; wait for their answers"
-COMPRESSION_REFUSAL = "compressed messages are accepted for ModelInfer only"
 
 # Model health: every model is probed this often through the private socket; a model that fails this many
 # probes in a row (a dead Python stub, a model that stopped answering) makes the edge report not ready and
