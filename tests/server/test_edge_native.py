@@ -165,14 +165,6 @@ def _cases() -> dict[str, bytes]:
         "truncated varint": b"\x2a\x80",
         "not utf-8": b"\x0a\x02\xff\xfe",
         "unknown fields dropped": good.SerializeToString() + b"\xf8\x07\x01" + b"\x82\x08\x01x",
-        # Groups (wire types 3 and 4): unknown fields protobuf still skips, nested up to its depth limit.
-        "unknown group dropped": good.SerializeToString() + b"\x83\x01\x08\x01\x84\x01",
-        "groups 100 deep": good.SerializeToString() + b"\x83\x01" * 100 + b"\x84\x01" * 100,
-        "groups 101 deep": good.SerializeToString() + b"\x83\x01" * 101 + b"\x84\x01" * 101,
-        "group ends another": good.SerializeToString() + b"\x83\x01\x8c\x01",
-        "group end alone": good.SerializeToString() + b"\x84\x01",
-        "group never ends": good.SerializeToString() + b"\x83\x01",
-        "field 0": good.SerializeToString() + b"\x02\x00",
     }
     shm = infer(
         "pair",
@@ -193,6 +185,11 @@ def _cases() -> dict[str, bytes]:
     params.outputs[0].parameters["binary_data"].bool_param = True
     params.outputs[0].parameters["classification"].int64_param = 3
     cases["allowed parameters"] = params
+    return {name: m if isinstance(m, bytes) else m.SerializeToString() for name, m in cases.items()}
+
+
+def _parameter_cases() -> dict[str, bytes]:
+    cases = {}
     for name, (key, value) in {
         "parameter not allowed": ("priority", pb.InferParameter(int64_param=1)),
         "parameter wrong type": ("binary_data_output", pb.InferParameter(int64_param=1)),
@@ -212,6 +209,22 @@ def _cases() -> dict[str, bytes]:
     bad_region = infer("pair", [tensor("a", "INT8", (2,)), tensor("b", "UINT16", (2, 1))])
     bad_region.inputs[0].parameters["shared_memory_region"].string_param = "../x"
     cases["region not a name"] = bad_region
+    return {name: m.SerializeToString() for name, m in cases.items()}
+
+
+def _wire_cases() -> dict[str, bytes]:
+    """The protobuf wire format's corners, where a hand parser and protobuf's can differ."""
+    good = infer(inputs=[tensor()], raw=[bytes(8)], outputs=["normalized"])
+    cases = {
+        # Groups (wire types 3 and 4): unknown fields protobuf still skips, nested up to its depth limit.
+        "unknown group dropped": good.SerializeToString() + b"\x83\x01\x08\x01\x84\x01",
+        "groups 100 deep": good.SerializeToString() + b"\x83\x01" * 100 + b"\x84\x01" * 100,
+        "groups 101 deep": good.SerializeToString() + b"\x83\x01" * 101 + b"\x84\x01" * 101,
+        "group ends another": good.SerializeToString() + b"\x83\x01\x8c\x01",
+        "group end alone": good.SerializeToString() + b"\x84\x01",
+        "group never ends": good.SerializeToString() + b"\x83\x01",
+        "field 0": good.SerializeToString() + b"\x02\x00",
+    }
     # Found by the random differential test (each was a verdict the two rules gave differently):
     entry = b"\x0a\x12binary_data_output\x32\x01x"  # a map entry with an unknown field: not in the map
     cases["parameter entry with another field"] = (
@@ -237,7 +250,7 @@ def _cases() -> dict[str, bytes]:
     return {name: m if isinstance(m, bytes) else m.SerializeToString() for name, m in cases.items()}
 
 
-CASES = _cases()
+CASES = _cases() | _parameter_cases() | _wire_cases()
 
 
 def python_verdict(raw: bytes):

@@ -268,18 +268,18 @@ def _parameters(fields: dict, where: str) -> dict:
 async def decoded_body(request: web.Request, limit: int, holding: Holding) -> bytes:
     """The body, read within limits.BODY_TIMEOUT_S and ``limit`` bytes, decompressed (gzip/deflate) in a
     worker thread within the same limit and limits.DECOMPRESS_TIMEOUT_S; other encodings are refused. Its
-    bytes are held in the byte budget (``holding``) before they are read: past it, refused at once."""
+    bytes are held in the byte budget (``holding``) as they arrive, before they are kept: the chunk that
+    would pass it is refused at once. (Not the declared length: bodies declared and never sent would hold
+    the budget against everybody else for the body timeout.)"""
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate"):
         raise Refused(f"Content-Encoding {encoding[:20]!r} is not accepted (gzip, deflate)", status=415)
     declared = request.content_length
     if declared is not None and declared > limit:
         raise too_large(f"the request body is too large: this server accepts at most {limit} bytes")
-    if declared is not None:
-        holding.take(declared)
     try:
         async with limits.time_limit(limits.BODY_TIMEOUT_S):
-            body = await _read_body(request, limit, None if declared is not None else holding)
+            body = await _read_body(request, limit, holding)
     except asyncio.TimeoutError:
         raise Refused(f"the request body did not arrive within {limits.BODY_TIMEOUT_S:.0f} s", 408) from None
     if encoding == "identity":
@@ -297,15 +297,14 @@ async def decoded_body(request: web.Request, limit: int, holding: Holding) -> by
     return inflated
 
 
-async def _read_body(request: web.BaseRequest, limit: int, holding: Holding | None) -> bytes:
-    """The body in chunks; without a declared length each chunk is held in the budget as it comes."""
+async def _read_body(request: web.BaseRequest, limit: int, holding: Holding) -> bytes:
+    """The body in chunks, each held in the byte budget as it comes."""
     chunks, size = [], 0
     async for chunk in request.content.iter_chunked(256 * 1024):
         size += len(chunk)
         if size > limit:
             raise too_large(f"the request body is too large: this server accepts at most {limit} bytes")
-        if holding is not None:
-            holding.take(len(chunk))
+        holding.take(len(chunk))
         chunks.append(chunk)
     return b"".join(chunks)
 
