@@ -525,6 +525,20 @@ def test_http_connections_past_the_peer_cap_are_reset_at_accept(triton_server):
 # ------------------------------------------------------------------------------------------ health
 
 
+def big_progressive_jpeg() -> bytes:
+    """A 2000 x 1500 progressive JPEG (a smooth picture, about 100 KB): decoding 64 of them keeps
+    mnist_preprocess busy for seconds (the issue's flood: 64 large progressive JPEGs per request)."""
+    import io  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+    from PIL import Image  # noqa: PLC0415
+
+    ramp = np.add.outer(np.arange(1500), np.arange(2000)) % 256
+    buffer = io.BytesIO()
+    Image.fromarray(ramp.astype(np.uint8)).save(buffer, "JPEG", progressive=True, quality=90)
+    return buffer.getvalue()
+
+
 def test_a_slow_model_is_reported_slow_not_down(triton_server, monkeypatch):
     """Observed: 16 allowed mnist_pipeline requests of 64 large JPEGs made the edge's probes wait in the
     same queue and time out, and the watchdog restarted tritonserver: every model down ~6 s. A probe that
@@ -535,18 +549,17 @@ def test_a_slow_model_is_reported_slow_not_down(triton_server, monkeypatch):
     import numpy as np  # noqa: PLC0415
     import tritonclient.http as httpclient  # noqa: PLC0415
 
-    from trt_plugin_kit.interface import REPO_ROOT  # noqa: PLC0415
     from trt_plugin_kit.serving.edge.upstream import Upstream  # noqa: PLC0415
 
-    monkeypatch.setattr(limits, "HEALTH_PROBE_TIMEOUT_S", 0.05)  # behind the flood below, always too short
-    monkeypatch.setattr(limits, "HEALTH_PERIOD_S", 0.05)
-    digits = np.array([(REPO_ROOT / "samples" / "digits" / "7.png").read_bytes()] * 64, dtype=np.object_)
+    monkeypatch.setattr(limits, "HEALTH_PROBE_TIMEOUT_S", 0.5)  # behind 64 large JPEGs: too short
+    monkeypatch.setattr(limits, "HEALTH_PERIOD_S", 1.0)
+    images = np.array([big_progressive_jpeg()] * 64, dtype=np.object_)
     stop = threading.Event()
 
     def flood() -> None:
-        client = httpclient.InferenceServerClient(url=triton_server.http_url, network_timeout=60)
+        client = httpclient.InferenceServerClient(url=triton_server.http_url, network_timeout=120)
         tensor = httpclient.InferInput("image_bytes", [64, 1], "BYTES")
-        tensor.set_data_from_numpy(digits.reshape(64, 1))
+        tensor.set_data_from_numpy(images.reshape(64, 1))
         while not stop.is_set():
             client.infer("mnist_pipeline", [tensor])
         client.close()
@@ -558,7 +571,7 @@ def test_a_slow_model_is_reported_slow_not_down(triton_server, monkeypatch):
         await upstream.open()
         try:
             await upstream.load_models(10)
-            for _ in range(10):
+            for _ in range(5):
                 await upstream._probe_until_decided("mnist_pipeline")
                 if "mnist_pipeline" in upstream.slow:
                     break
@@ -566,16 +579,16 @@ def test_a_slow_model_is_reported_slow_not_down(triton_server, monkeypatch):
         finally:
             await upstream.close()
 
-    threads = [threading.Thread(target=flood, daemon=True) for _ in range(4)]
+    threads = [threading.Thread(target=flood, daemon=True) for _ in range(3)]
     for thread in threads:
         thread.start()
     try:
-        time.sleep(1)
+        time.sleep(2)
         down, slow = asyncio.run(judge())
     finally:
         stop.set()
         for thread in threads:
-            thread.join(60)
+            thread.join(120)
     assert not down, down
     assert "completed" in slow.get("mnist_pipeline", ""), slow
     assert triton_server.is_running()

@@ -159,8 +159,9 @@ class Upstream:
     async def _probe_until_decided(self, model: str) -> None:
         try:
             failures = 0
+            # Progress is counted from the first probe on: over every probe of this decision, not one.
+            before = await self.completed(model)
             while failures < limits.HEALTH_FAILURES:
-                before = await self.completed(model)
                 reason = await self.probe(model)
                 if reason is None:
                     self._failures[model] = 0
