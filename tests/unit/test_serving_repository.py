@@ -21,11 +21,11 @@ from trt_plugin_kit.interface import (
     MODEL_REPOSITORY,
     PLUGIN_ONNX_BACKEND,
     TENSORRT_MODELS,
+    repository_models,
 )
 from trt_plugin_kit.models.export import L2NORM_MAX_DIM
 from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.serving.plugin_graph import PluginGraph, interface_mismatches
-from trt_plugin_kit.interface import repository_models
 from trt_plugin_kit.specs import spec as plugin_spec
 
 ModelConfig = model_config_pb2.ModelConfig
