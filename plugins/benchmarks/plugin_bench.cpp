@@ -16,7 +16,7 @@
 // `fields`: "name=kind:payload;..." with kind i (ints "1,2"), f (floats), s (string) or rand
 //   ("count,seed,lo,hi": `count` uniform floats from std::mt19937(seed)), e.g.
 //   "mode=s:max;kernel=i:2,2" or "weights=rand:400000,7,-0.05,0.05;num_outputs=i:500".
-// `io`: one "type:d0,d1,..." per input, separated by ';' (types fp32, fp16, int8, int32).
+// `io`: one "type:d0,d1,..." per input, separated by ';' (types fp32, fp16, bf16, int8, int32).
 // `options`: "key=value;..." with spin_us (default 50), max_seconds (default 3), rotate_bytes (default
 //   2 x L2 + 1), max_sets (default 65536).
 // On success `message` holds the outputs as "type:dims;...". `results` (see Result below) gets the timing in
@@ -174,9 +174,10 @@ DataType parseType(std::string const& name)
 {
     if (name == "fp32" || name == "float32") return DataType::kFLOAT;
     if (name == "fp16" || name == "float16") return DataType::kHALF;
+    if (name == "bf16" || name == "bfloat16") return DataType::kBF16;
     if (name == "int8") return DataType::kINT8;
     if (name == "int32") return DataType::kINT32;
-    fail("unknown type '", name, "' (fp32, fp16, int8 or int32)");
+    fail("unknown type '", name, "' (fp32, fp16, bf16, int8 or int32)");
 }
 
 //! "fp32:256,64,112,112;fp32:..." -> tensor specs.
@@ -531,7 +532,8 @@ int deviceL2Bytes()
 //! Checks the first and last bytes of a float output for the NaN poison (an output the kernel never wrote).
 void checkWritten(TensorSpec const& spec, void const* data, int index)
 {
-    if (spec.type != DataType::kFLOAT && spec.type != DataType::kHALF) return;  // 0xFF.. is a valid integer
+    if (spec.type != DataType::kFLOAT && spec.type != DataType::kHALF && spec.type != DataType::kBF16)
+        return;  // 0xFF.. is a valid integer
     size_t const bytes = bytesOf(spec);
     size_t const chunk = std::min<size_t>(bytes, 4096);
     std::vector<uint8_t> host(chunk);

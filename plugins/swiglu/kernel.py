@@ -23,10 +23,10 @@ def swiglu_kernel(x, y, rows, half, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr
 
 
 def _variants():
-    """fp32/fp16 x wide rows (one row per program, 1024 columns) / narrow rows (16 x 64 tiles), each in a
+    """fp32/fp16/bf16 x wide rows (one row per program, 1024 columns) / narrow rows (16 x 64 tiles), each in a
     16-aligned version (half % 16 == 0 and 16-byte aligned pointers: 128-bit accesses) and a general one."""
     out = {}
-    for dtype, ty in (("fp32", "*fp32"), ("fp16", "*fp16")):
+    for dtype, ty in (("fp32", "*fp32"), ("fp16", "*fp16"), ("bf16", "*bf16")):
         for shape, (block_r, block_c, warps) in (("wide", (1, 1024, 4)), ("narrow", (16, 64, 4))):
             for aligned in (True, False):
                 out[f"{dtype}_{shape}{'_aligned' if aligned else ''}"] = {

@@ -13,7 +13,13 @@ namespace
 {
 bool isFloat(DataType type)
 {
-    return type == DataType::kFLOAT || type == DataType::kHALF;
+    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
+}
+
+// kernel.py's dtype order: fp32, fp16, bf16.
+int32_t dtypeIndex(DataType type)
+{
+    return type == DataType::kHALF ? 1 : type == DataType::kBF16 ? 2 : 0;
 }
 
 // Rows of at least this many outputs run one row per program (1024 columns); shorter rows run 16 x 64 tiles.
@@ -34,14 +40,16 @@ SwigluPlugin::SwigluPlugin()
     : mKernels{TritonKernel("swiglu", "fp32_wide_aligned"),   TritonKernel("swiglu", "fp32_wide"),
                TritonKernel("swiglu", "fp32_narrow_aligned"), TritonKernel("swiglu", "fp32_narrow"),
                TritonKernel("swiglu", "fp16_wide_aligned"),   TritonKernel("swiglu", "fp16_wide"),
-               TritonKernel("swiglu", "fp16_narrow_aligned"), TritonKernel("swiglu", "fp16_narrow")}
+               TritonKernel("swiglu", "fp16_narrow_aligned"), TritonKernel("swiglu", "fp16_narrow"),
+               TritonKernel("swiglu", "bf16_wide_aligned"),   TritonKernel("swiglu", "bf16_wide"),
+               TritonKernel("swiglu", "bf16_narrow_aligned"), TritonKernel("swiglu", "bf16_narrow")}
 {
 }
 
 void SwigluPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes) const
 {
     check(isFloat(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]),
-          " is not supported (FP32 or FP16)");
+          " is not supported (FP32, FP16 or BF16)");
     outputTypes[0] = inputTypes[0];
 }
 
@@ -100,7 +108,7 @@ void SwigluPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc con
     check(half <= INT_MAX / 2 && rows <= INT_MAX, "input ", dimsToString(dims),
           ": the kernel takes rows and half as 32-bit integers");
     bool const narrow = half < kWideFrom;
-    int32_t const chosen = 4 * (in[0].type == DataType::kHALF ? 1 : 0) + 2 * (narrow ? 1 : 0);
+    int32_t const chosen = 4 * dtypeIndex(in[0].type) + 2 * (narrow ? 1 : 0);
     int64_t const blockRows =
         mKernels[chosen].constant("BLOCK_R");  // the aligned and general variants share them
     int64_t const blockColumns = mKernels[chosen].constant("BLOCK_C");

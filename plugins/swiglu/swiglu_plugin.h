@@ -27,9 +27,9 @@ protected:
     TRT_PLUGIN_KIT_RUNTIME_HOOKS
 
 private:
-    // kernel.py's variants: {fp32, fp16} x {wide, narrow} x {16-aligned, general}, index = 4 * dtype + 2 *
-    // narrow + general.
-    std::array<TritonKernel, 8> mKernels;
+    // kernel.py's variants: {fp32, fp16, bf16} x {wide, narrow} x {16-aligned, general}, index = 4 * dtype
+    // + 2 * narrow + general.
+    std::array<TritonKernel, 12> mKernels;
     // The aligned variant of the current shape and type (the general one is mChosen + 1); -1: none yet.
     int32_t mChosen{-1};
     dim3 mGrid{0, 0, 0};  // rows / BLOCK_R x half / BLOCK_C programs
