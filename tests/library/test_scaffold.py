@@ -12,6 +12,7 @@ the tutorial's commands are the tested ones, under an op name the docs never use
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -250,7 +251,6 @@ print("ok")
         (["ok_name", "--inputs", "5"], "1 to 4"),
         (["ok_name", "--array-field", "scale"], "different names"),
         (["mnist"], "model_repository/mnist already exists"),  # the served model's folder is taken
-        (["ok_name", "--kernel", "triton", "--reduce"], "CUDA only"),
         (["ok_name", "--kernel", "triton", "--float-field", "count"], "uses that name itself"),
     ],
 )
@@ -304,3 +304,62 @@ def test_triton_kernels_of_every_option_compile(tmp_path, inputs, outputs, float
     passed = [a.strip() for a in launch.split(",")]
     assert len(passed) == len(variants["fp32"]["signature"])
     assert passed[:inputs] == [f"args.inputs[{n}]" for n in range(inputs)]
+
+
+REDUCE_SCRIPT = """
+import json, sys
+import numpy as np
+from triton_host import HostTensor, load_kernel_module
+
+folder, shape = sys.argv[1], json.loads(sys.argv[2])
+kernel = load_kernel_module(folder + "/kernel.py", "reduce_kernel")
+spec = __import__("importlib.util").util.spec_from_file_location("reduce_reference", folder + "/reference.py")
+reference = __import__("importlib.util").util.module_from_spec(spec)
+spec.loader.exec_module(reference)
+rng = np.random.default_rng(0)
+fields = {"gain": 0.75, "coefficients": [0.5, -1.0, 0.25]}
+worst = {}
+for variant, dtype in (("fp32", np.float32), ("fp16", np.float16)):
+    xs = [rng.uniform(-1, 1, shape).astype(dtype) for _ in range(2)]
+    outs = [HostTensor(np.full(shape[:-1] + [1], np.nan, dtype)) for _ in range(2)]
+    coefficients = HostTensor(np.asarray(fields["coefficients"], np.float32))
+    rows = int(np.prod(shape[:-1]))
+    args = [HostTensor(x) for x in xs] + outs + [coefficients, 3, fields["gain"], rows, shape[-1]]
+    v = kernel.VARIANTS[variant]
+    v["kernel"][(rows,)](*args, **v["constants"])
+    want = reference.red_t(*xs, **fields)
+    scale = reference.red_t_error_scale(*xs, **fields)
+    worst[variant] = max(
+        float(np.max(np.abs(o.array.astype(np.float64) - w.astype(np.float64)) / s))
+        for o, w, s in zip(outs, want, scale)
+    )
+print(json.dumps(worst))
+"""
+
+
+def test_triton_reduce_kernel_compiles_and_matches_its_reference(tmp_path):
+    """--kernel triton --reduce: one program per row; its variants compile for Hopper, the launch passes the
+    signature's arguments in order, and the kernel run by Triton's interpreter on the CPU (rows longer than
+    BLOCK, a partial last chunk) matches the generated NumPy reference within the harness's tolerances."""
+    from triton_host import run_interpreted
+
+    from trt_plugin_kit import triton_aot
+
+    options = scaffold.Options("red_t", "RedT", 2, 2, "gain", "coefficients", True, kernel="triton")
+    files = scaffold.render(options, "red_t --kernel triton --reduce")
+    folder = tmp_path / "red_t"
+    for relative, text in files.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    assert plugin_spec.load(folder).shape_outputs == ((2, 3, 1), (2, 3, 1))
+    variants = triton_aot.load_variants(folder / "kernel.py")
+    assert set(variants) == {"fp32", "fp16"}
+    for name, variant in variants.items():
+        triton_aot._check_compiled(name, triton_aot._compile(variant, 90), len(variant["signature"]))
+    launch = re.search(r"kernel\.launch\(grid, stream, (.*?)\);", files["red_t_launch.cpp"], re.S).group(1)
+    assert [a.strip() for a in launch.split(",")][-2:] == ["args.rows", "args.length"]
+    assert len(launch.split(",")) == len(variants["fp32"]["signature"])
+    run = run_interpreted(REDUCE_SCRIPT, str(folder), json.dumps([3, 2, 600]), cwd=REPO_ROOT)
+    assert run.returncode == 0, run.stderr[-3000:]
+    worst = json.loads(run.stdout.strip().splitlines()[-1])
+    assert worst["fp32"] <= 1e-5 and worst["fp16"] <= 2e-3, worst
