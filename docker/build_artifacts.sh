@@ -36,6 +36,12 @@ rm -rf "${MODEL_REPOSITORY}"
 mkdir -p "$(dirname "${MODEL_REPOSITORY}")"
 cp -r model_repository "${MODEL_REPOSITORY}"
 python3 build_engines.py --plugin-library "${PLUGIN_LIBRARY}" --model-repository "${MODEL_REPOSITORY}"
+# The other engine models (mnist_vit, folders new-plugin wrote): each folder holding its plugin-flavour model.onnx.
+for onnx in "${MODEL_REPOSITORY}"/*/model.onnx; do
+  [[ -e "${onnx}" ]] || continue
+  python3 build_engines.py --plugin-library "${PLUGIN_LIBRARY}" --model-repository "${MODEL_REPOSITORY}" \
+    --model "$(basename "$(dirname "${onnx}")")"
+done
 
 echo "${trt_version}" > "${stamp}"
 echo "== builder: done (TensorRT ${trt_version})"

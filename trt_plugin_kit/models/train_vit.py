@@ -98,8 +98,12 @@ def _main(argv: list[str] | None = None) -> int:
     defaults = TrainConfig()
     parser.add_argument("--seed", type=int, default=defaults.seed)
     parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
     args = parser.parse_args(argv)
-    config = TrainConfig(seed=args.seed, epochs=args.epochs)
+    config = TrainConfig(
+        seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate
+    )
     split = mnist.load_split(args.mnist_dir)
     sizes = len(split.train_images), len(split.validation_images)
     print(f"training mnist_vit on {sizes[0]} digits, validating on {sizes[1]}")
