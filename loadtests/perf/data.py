@@ -32,12 +32,13 @@ from trt_plugin_kit.interface import (
     MNIST,
     MNIST_INPUT,
     MNIST_PIPELINE,
+    MNIST_VIT,
     PIPELINE_INPUT,
     SAMPLES_DIR,
 )
 from trt_plugin_kit.serving.preprocess import decode_digit
 
-PERF_MODELS = (MNIST, MNIST_PIPELINE, L2NORM)
+PERF_MODELS = (MNIST, MNIST_PIPELINE, L2NORM, MNIST_VIT)  # mnist_vit: mnist's input, the same digits
 DEFAULT_L2NORM_DIM = 128  # the load test's default --l2norm-dim: both tools send the same requests
 L2NORM_VECTORS = 64
 SEED = 0
@@ -89,6 +90,7 @@ def write_input_data(out_dir: Path, l2norm_dim: int = DEFAULT_L2NORM_DIM) -> dic
         MNIST: mnist_data(pngs),
         MNIST_PIPELINE: pipeline_data(pngs),
         L2NORM: l2norm_data(l2norm_dim),
+        MNIST_VIT: mnist_data(pngs),
     }
     paths = {}
     for model in PERF_MODELS:

@@ -36,9 +36,11 @@ DEFAULT_WEIGHTS = MODELS_DIR / "mnist_vit.npz"
 @dataclass(frozen=True)
 class TrainConfig:
     seed: int = 20261128
-    epochs: int = 14
-    batch_size: int = 64
-    learning_rate: float = 2e-3  # AdamW; linear warm-up, then cosine-decayed to final_learning_rate
+    # 30 epochs of 32: 14 of 64 at 2e-3 reached 97.1 %, 14 of 32 at 3e-3 97.8 % (underfitted: 98.2 % on the
+    # training digits); these 98.9 % (models/mnist_vit.json).
+    epochs: int = 30
+    batch_size: int = 32
+    learning_rate: float = 3e-3  # AdamW; linear warm-up, then cosine-decayed to final_learning_rate
     final_learning_rate: float = 2e-5
     warmup_steps: int = 200
     weight_decay: float = 5e-2  # decoupled, on *.weight only (ViTs want more than LeNet's 1e-4)

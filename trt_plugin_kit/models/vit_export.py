@@ -10,7 +10,9 @@ weights of :mod:`trt_plugin_kit.models.vit`:
 Both are checked against the NumPy model (tests/unit/test_vit.py): the plugin flavour through the ONNX
 evaluator (the plugin nodes computed by their references), the native flavour in ONNX Runtime.
 
-    python -m trt_plugin_kit.models.vit_export     # models/onnx/mnist_vit_{plugin,native}.onnx
+    python -m trt_plugin_kit.models.vit_export
+        # model_repository/mnist_vit/model.onnx (plugin: the engine's and the CPU stand-in's input)
+        # models/onnx/mnist_vit_native.onnx (native)
 """
 
 from __future__ import annotations
@@ -21,11 +23,16 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from trt_plugin_kit.interface import MODELS_DIR
+from trt_plugin_kit.interface import MNIST_VIT, MODEL_ONNX_FILE, MODEL_REPOSITORY, MODELS_DIR
 from trt_plugin_kit.models import export, vit
 from trt_plugin_kit.specs import nodes as plugin_nodes
 
 WEIGHTS_PATH = MODELS_DIR / "mnist_vit.npz"
+# One home per flavour: the plugin flavour is the served model's file, the native one beside LeNet's.
+PATHS = {
+    "plugin": MODEL_REPOSITORY / MNIST_VIT / MODEL_ONNX_FILE,
+    "native": export.onnx_path(MNIST_VIT, "native"),
+}
 FLAVOURS = ("plugin", "native")
 
 
@@ -140,7 +147,7 @@ def build(params: dict[str, np.ndarray], flavour: str) -> onnx.ModelProto:
 def main(argv: list[str] | None = None) -> int:
     params = vit.load_weights(WEIGHTS_PATH)
     for flavour in FLAVOURS:
-        path = export.onnx_path("mnist_vit", flavour)
+        path = PATHS[flavour]
         export.save(build(params, flavour), path)
         print(f"wrote {path}")
     return 0
