@@ -1,6 +1,6 @@
 # Images on a plain Python base (no GPU, no NGC image), one target each:
 #   triton-cpu  `make serve`'s CPU variant: PyTriton's tritonserver, Python backend, the CPU configurations
-#               (compose profile "cpu"); started through scripts/serve.py, so its flags come from serving.py
+#               (compose profile "cpu"); started by `trt-plugin-kit serve`, so its flags come from serving/server.py
 #   loadtest    the project's Locust load test, `python -m loadtests` (compose profile "loadtest")
 # Both lay the project out as a checkout in /opt/trt_plugin_kit with an editable install in /opt/venv,
 # exactly as `make venv` does on a host, so paths (model_repository/, models/onnx/, samples/) resolve alike.
@@ -34,14 +34,13 @@ RUN --mount=type=bind,source=docker/wheelhouse,target=/wheelhouse \
     pip install -q ${PIP_INSTALL_OPTIONS} uv \
  && UV_NO_CACHE=1 uv pip install --compile-bytecode --python /opt/venv/bin/python ${PIP_INSTALL_OPTIONS} -e ".[serve]" \
  && pip uninstall -q -y uv
-COPY scripts/serve.py scripts/serve.py
 COPY model_repository model_repository
 COPY models/onnx models/onnx
 # All interfaces of the container; docker-compose.yml publishes the ports on the host's loopback only.
 ENV TRITON_VARIANT=cpu TRITON_HOST=0.0.0.0
 USER kit
 EXPOSE 8000 8001 8002
-CMD ["python", "scripts/serve.py"]
+CMD ["trt-plugin-kit", "serve"]
 
 FROM base AS loadtest
 ARG PIP_INSTALL_OPTIONS=""

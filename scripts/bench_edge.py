@@ -34,7 +34,8 @@ from tritonclient.grpc import service_pb2 as pb
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.serving.edge.contract import NATIVE_GRPC_ENV
 from trt_plugin_kit.serving.edge.native_front import native_binary
-from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.serving.host import Ports
+from trt_plugin_kit.serving.server import TritonServer
 
 OUT_DIR = REPO_ROOT / "records" / "edge"
 PYTHON_FRONT = "edge on, Python gRPC front"

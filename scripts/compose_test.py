@@ -46,7 +46,8 @@ from trt_plugin_kit.deploy import compose, debian_root
 from trt_plugin_kit.deploy.wheelhouse import WHEELHOUSE, stale_wheels
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
-from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES, free_port
+from trt_plugin_kit.serving.host import free_port
+from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES
 
 # Never the user's own project (`down -v` removes its volumes), and one per run: two runs on one Docker daemon
 # (two checkouts, CI beside a developer) must not take each other's containers down.
@@ -343,7 +344,7 @@ def check_restart(runner: Runner, compose: list[str], ports: dict[str, int]) -> 
     kill = (
         "import os, signal\n"
         "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-        "    if b'scripts/serve.py' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+        "    if b'trt-plugin-kit\\0serve' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
         "        os.kill(int(pid), signal.SIGKILL)\n"
     )
     killed_at = time.monotonic()

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "../common/cuda_utils.cuh"
 #include "pool_kernel.h"
 #include "pool_math.cuh"
 
@@ -59,6 +60,8 @@ __global__ void __launch_bounds__(kBlock)
     constexpr int kStoreBytes = static_cast<int>(kOutputs * sizeof(T));
     using StoreT = typename RawVec<kStoreBytes>::type;
     using Window = typename WindowOf<T, Mode, int32_t>::type;  // K * K * 128 fits int32 easily.
+    allowDependentKernels();
+    waitForPriorKernels();  // a dependent launch (launchDependent): x is the kernel before's output
     struct alignas(sizeof(LoadT)) RowChunk
     {
         T v[kRowElements];
@@ -150,6 +153,8 @@ __global__ void __launch_bounds__(kBlock)
     poolGeneric(T const* __restrict__ x, T* __restrict__ y, PoolGeometry g, Index total, PoolScales scales)
 {
     using Window = typename WindowOf<T, Mode, Acc>::type;
+    allowDependentKernels();
+    waitForPriorKernels();  // a dependent launch (launchDependent): x is the kernel before's output
     float const fullCount = static_cast<float>(g.kernelH) * static_cast<float>(g.kernelW);
     Index const inW = static_cast<Index>(g.inW);
     Index const outW = static_cast<Index>(g.outW);
@@ -245,9 +250,9 @@ cudaError_t launchVectorizedWith(T const* x, T* y, PoolGeometry const& g, Vector
     {
         Extents const e{g.inH, g.inW, g.outH, g.outW};
         unsigned const grid = ceilDiv(plan.threads, kBlock);
-        poolVectorized<T, Mode, K, typename RawVec<LoadBytes>::type>
-            <<<grid, kBlock, 0, stream>>>(x, y, e, plan.threads, plan.groups, plan.vectorStore, scales);
-        return cudaGetLastError();
+        return launchDependent(poolVectorized<T, Mode, K, typename RawVec<LoadBytes>::type>, dim3(grid),
+                               dim3(kBlock), stream, x, y, e, plan.threads, plan.groups, plan.vectorStore,
+                               scales);
     }
     else
     {
@@ -290,14 +295,11 @@ cudaError_t launchGeneric(T const* x, T* y, PoolGeometry const& g, PoolScales co
         static_cast<unsigned>(std::min<int64_t>((total + kBlock - 1) / kBlock, kMaxGenericGrid));
     if (total <= kInt32Limit && inputCount <= kInt32Limit)
     {
-        poolGeneric<T, Mode, Acc, uint32_t>
-            <<<grid, kBlock, 0, stream>>>(x, y, g, static_cast<uint32_t>(total), scales);
+        return launchDependent(poolGeneric<T, Mode, Acc, uint32_t>, dim3(grid), dim3(kBlock), stream, x, y, g,
+                               static_cast<uint32_t>(total), scales);
     }
-    else
-    {
-        poolGeneric<T, Mode, Acc, int64_t><<<grid, kBlock, 0, stream>>>(x, y, g, total, scales);
-    }
-    return cudaGetLastError();
+    return launchDependent(poolGeneric<T, Mode, Acc, int64_t>, dim3(grid), dim3(kBlock), stream, x, y, g,
+                           total, scales);
 }
 
 template <typename T, PoolMode Mode>

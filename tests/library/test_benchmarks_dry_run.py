@@ -26,8 +26,15 @@ from trt_plugin_kit.benchmarks.cases import (
     build_chains,
     select_cases,
 )
-from trt_plugin_kit.benchmarks.library import BENCH_LIBRARY, PLUGIN_LIBRARY, RESULT_FIELDS, BenchError
+from trt_plugin_kit.benchmarks.library import (
+    BENCH_LIBRARY,
+    PLUGIN_LIBRARY,
+    RESULT_FIELDS,
+    BenchError,
+    parse_tactic_timings,
+)
 from trt_plugin_kit.benchmarks.peers import rotation_sets, time_boxed
+from trt_plugin_kit.benchmarks.report import tactics_markdown
 from trt_plugin_kit.interface import REPO_ROOT
 
 ENTRY = "trt_plugin_kit.benchmarks"  # python3 -m trt_plugin_kit.benchmarks
@@ -396,6 +403,47 @@ def test_chain_targets_and_report_with_torch_timings():
     md = "\n".join(lenet_chain.markdown([record]))
     assert "| `lenet_chain/b64/fp16` | 10.00 (9.90 – 10.20) | 12.00 (11.90 – 12.10) | 1.20x | 5 (5) |" in md
     assert md.rstrip().endswith("| 28 | 20, 21 |")
+
+
+def test_chain_at_batch_1_within_its_launch_floor():
+    """Issue 42's target: at batch 1 the chain's median over its launch floor's, at most 1.4; other batches
+    have none."""
+
+    def chain(batch, mine, floor):
+        return {
+            "id": f"lenet_chain/b{batch}/fp32",
+            "batch": batch,
+            "plugin_result": {"median_us": mine},
+            "floor": {"median_us": floor},
+            "peers": [{"name": lenet_chain.TORCH_PEER, "speed_ratio": 1.5}],
+        }
+
+    rows = lenet_chain.evaluate([chain(1, 8.8, 6.4), chain(1, 9.4, 6.4), chain(64, 15.0, 6.5)])
+    floor_rows = [r for r in rows if r["target"] == lenet_chain.FLOOR_TARGET]
+    assert [(r["status"], round(r["value"], 3)) for r in floor_rows] == [("PASS", 1.375), ("FAIL", 1.469)]
+    unmeasured = lenet_chain.floor_target(dict(chain(1, 8.8, 6.4), floor=None))
+    assert unmeasured["status"] == "NOT MEASURED"
+
+
+def test_tactic_timings_and_their_table():
+    timings = parse_tactic_timings("0:408.3 1:486.5 3:384.9")
+    assert timings == {0: 408.3, 1: 486.5, 3: 384.9}
+    case = {
+        "id": "leaky_relu/fp32/256x64x112x112",
+        "plugin_result": {
+            "tactic": 3.0,
+            "tactic_us": 384.9,
+            "default_tactic_us": 408.3,
+            "tactic_timings": timings,
+        },
+    }
+    no_tactics = {"id": "pool/max/fp32/x", "plugin_result": {"tactic": None}}
+    brief = "\n".join(tactics_markdown([case, no_tactics], full=False))
+    assert "| `leaky_relu/fp32/256x64x112x112` | 3 | 3 | 384.90 | 408.30 | 1.061x |" in brief
+    assert "pool/max" not in brief and "486.50" not in brief
+    full = "\n".join(tactics_markdown([case], full=True))
+    assert "0: 408.30, 1: 486.50, **3: 384.90** |" in full
+    assert tactics_markdown([no_tactics], full=True) == []
 
 
 def test_measure_records_a_failing_case_and_goes_on(tmp_path, monkeypatch):

@@ -37,8 +37,8 @@ from trt_plugin_kit.interface import (
     PIPELINE_INPUT,
     REPO_ROOT,
 )
-from trt_plugin_kit.serving.host import free_port
-from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.serving.host import Ports, free_port
+from trt_plugin_kit.serving.server import TritonServer
 
 MONITORING = REPO_ROOT / "deploy" / "monitoring"
 RULES = MONITORING / "rules.yml"

@@ -27,8 +27,8 @@ from threadpoolctl import threadpool_limits
 from trt_plugin_kit.interface import MODELS_DIR
 from trt_plugin_kit.models import mnist, vit
 from trt_plugin_kit.models.train import Adam, random_shift
-from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.options import run_reporting_input_errors
+from trt_plugin_kit.tritonserver import options as cli_options
+from trt_plugin_kit.tritonserver.options import run_reporting_input_errors
 
 DEFAULT_WEIGHTS = MODELS_DIR / "mnist_vit.npz"
 

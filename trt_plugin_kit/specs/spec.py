@@ -51,7 +51,8 @@ from typing import Any
 
 import yaml
 
-from trt_plugin_kit.interface import PLUGIN_VERSION, PLUGINS_DIR
+from trt_plugin_kit import interface
+from trt_plugin_kit.interface import PLUGIN_VERSION
 
 SPEC_FILE = "spec.yaml"
 FIELD_TYPES = ("float32", "int32", "char")
@@ -485,9 +486,9 @@ def load(folder: Path) -> PluginSpec:
     return spec
 
 
-def folders(plugins_dir: Path = PLUGINS_DIR) -> list[Path]:
-    """Plugin folders: the subfolders of plugins/ with a spec.yaml, sorted by name."""
-    return sorted(path.parent for path in Path(plugins_dir).glob(f"*/{SPEC_FILE}"))
+def folders(plugins_dir: Path | None = None) -> list[Path]:
+    """Plugin folders: the subfolders of plugins/ (or `plugins_dir`) with a spec.yaml, sorted by name."""
+    return sorted(path.parent for path in Path(plugins_dir or interface.PLUGINS_DIR).glob(f"*/{SPEC_FILE}"))
 
 
 @functools.cache
@@ -506,9 +507,9 @@ def reload() -> None:
     _all.cache_clear()
 
 
-def all_specs(plugins_dir: Path = PLUGINS_DIR) -> dict[str, PluginSpec]:
-    """Creator name -> spec of every plugin folder (loaded once per directory)."""
-    return _all(Path(plugins_dir).resolve())
+def all_specs(plugins_dir: Path | None = None) -> dict[str, PluginSpec]:
+    """Creator name -> spec of each plugin folder of plugins/ or `plugins_dir` (loaded once per directory)."""
+    return _all(Path(plugins_dir or interface.PLUGINS_DIR).resolve())
 
 
 def get(name: str) -> PluginSpec:

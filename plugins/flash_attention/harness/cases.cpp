@@ -78,7 +78,9 @@ Case attentionCase(DataType type, AttentionShape s, bool causal, std::optional<f
                 {type, harness::makeDims(kvShape)},
                 {type, harness::makeDims(kvShape)}};
     c.outputs = {{type, harness::makeDims(qShape)}};
-    c.tolerance = harness::toleranceFor(type);
+    // FP32: a logit rounded in FP32 is off by about sqrt(D) 2^-24 sum_d |q_d k_d| scale (1e-5 at D = 128 with
+    // inputs in [-2, 2]), the same relative error for every probability (kernel.py's TOLERANCE says it too).
+    c.tolerance = type == DataType::kFLOAT ? 4e-5 : harness::toleranceFor(type);
     c.dump = dump;
     // The scale as the plugin computes it: a float32 value.
     double const used = scale ? *scale : static_cast<double>(1.F / std::sqrt(static_cast<float>(s.head)));

@@ -30,8 +30,8 @@ from trt_plugin_kit.serving.edge.tensors import (
     NAME,
     VERSION,
     InferRequest,
-    InputTensor,
-    OutputRequest,
+    ParsedInput,
+    ParsedOutput,
     Refused,
     check_request,
     serialize_bytes_elements,
@@ -114,7 +114,7 @@ def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
         if tensor.datatype not in DATATYPE_BYTES:
             raise Refused(f"{where}: unknown datatype {tensor.datatype[:16]!r}")
         shape = list(tensor.shape)
-        parsed = InputTensor(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
+        parsed = ParsedInput(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
         has_contents = tensor.HasField("contents")
         if raw:
             if has_contents:
@@ -125,7 +125,7 @@ def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
         request.inputs.append(parsed)
     for output in message.outputs:
         request.outputs.append(
-            OutputRequest(output.name, _parameters(output.parameters, f"output {output.name!r}"))
+            ParsedOutput(output.name, _parameters(output.parameters, f"output {output.name!r}"))
         )
     return request
 

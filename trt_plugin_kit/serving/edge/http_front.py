@@ -30,8 +30,8 @@ from trt_plugin_kit.serving.edge.tensors import (
     NAME,
     VERSION,
     InferRequest,
-    InputTensor,
-    OutputRequest,
+    ParsedInput,
+    ParsedOutput,
     Refused,
     check_request,
     check_shape,
@@ -226,7 +226,7 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
             raise Refused(f"{where}: unknown datatype {str(datatype)[:16]!r}")
         shape = fields.get("shape")
         parameters = _parameters(fields, where)
-        tensor = InputTensor(name, datatype, shape if isinstance(shape, list) else [], None, parameters)
+        tensor = ParsedInput(name, datatype, shape if isinstance(shape, list) else [], None, parameters)
         if not isinstance(shape, list):
             raise Refused(f"{where}: 'shape' must be a list of non-negative integers")
         size = parameters.pop("binary_data_size", None)
@@ -253,7 +253,7 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         if not isinstance(fields.get("name"), str):
             raise Refused(f"outputs[{position}] needs a 'name'")
         request.outputs.append(
-            OutputRequest(fields["name"], _parameters(fields, f"output {fields['name']!r}"))
+            ParsedOutput(fields["name"], _parameters(fields, f"output {fields['name']!r}"))
         )
     return request
 
