@@ -132,7 +132,8 @@ def server_with_a_model_of_yours(tmp_path_factory):
     """The kit's repository plus a model of yours: new-plugin's served model of LeakyReLU (plugin_onnx)."""
     from trt_plugin_kit.interface import MODEL_REPOSITORY, MODELS_DIR
     from trt_plugin_kit.scaffold import model as served_model
-    from trt_plugin_kit.serving.server import Ports, TritonServer
+    from trt_plugin_kit.serving.host import Ports
+    from trt_plugin_kit.serving.server import TritonServer
     from trt_plugin_kit.specs import spec as plugin_spec
 
     root = tmp_path_factory.mktemp("perf_yours")

@@ -425,7 +425,10 @@ def test_the_images_install_pinned_versions_of_what_they_import():
 
 def test_dockerfiles_copy_only_what_exists():
     for dockerfile in DOCKER_DIR.glob("*.Dockerfile"):
-        for source in re.findall(r"^COPY\s+(.+?)\s+\S+$", dockerfile.read_text(), flags=re.MULTILINE):
+        # COPY --from=STAGE copies from another stage, not the context.
+        for source in re.findall(
+            r"^COPY\s+(?!--from=)(.+?)\s+\S+$", dockerfile.read_text(), flags=re.MULTILINE
+        ):
             for path in source.split():
                 assert (REPO_ROOT / path).exists(), f"{dockerfile.name}: COPY {path} does not exist"
 
@@ -498,7 +501,9 @@ def test_python_dockerfile_context_holds_what_it_copies_and_mounts():
     ]
     text = PYTHON_DOCKERFILE.read_text()
     sources = [
-        p for src in re.findall(r"^COPY\s+(.+?)\s+\S+$", text, flags=re.MULTILINE) for p in src.split()
+        p
+        for src in re.findall(r"^COPY\s+(?!--from=)(.+?)\s+\S+$", text, flags=re.MULTILINE)
+        for p in src.split()
     ]
     sources += re.findall(r"--mount=type=bind,source=([^,\s]+)", text)
     assert sources

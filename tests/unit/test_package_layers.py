@@ -29,8 +29,7 @@ FLOORS = {
     "trt_plugin_kit.specs": 2,  # plugin facts and NumPy references
     "trt_plugin_kit.benchmarks": 2,  # the plugin benchmark (GPU machine)
     "trt_plugin_kit.triton_aot": 2,  # OpenAI Triton kernels compiled ahead of time (run by the build)
-    # OpenAI Triton kernels run by Triton's CPU interpreter against the specs' references
-    "trt_plugin_kit.triton_interpret": 3,
+    "trt_plugin_kit.triton_interpret": 3,  # OpenAI Triton kernels in Triton's CPU interpreter
     "trt_plugin_kit.models": 3,  # LeNet, MNIST, export, evaluator
     "trt_plugin_kit.scaffold": 3,  # new-plugin
     "trt_plugin_kit.engines": 4,  # the TensorRT engine builder and its artifact checks
