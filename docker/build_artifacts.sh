@@ -56,6 +56,12 @@ cp -r model_repository "${MODEL_REPOSITORY}"
 # GPU reuses the tactics TensorRT timed there.
 python3 build_engines.py --plugin-library "${PLUGIN_LIBRARY}" --model-repository "${MODEL_REPOSITORY}" \
   --timing-cache-dir "${ARTIFACTS_DIR}/timing_caches"
+# The other engine models (mnist_vit, folders new-plugin wrote): each folder holding its plugin-flavour model.onnx.
+for onnx in "${MODEL_REPOSITORY}"/*/model.onnx; do
+  [[ -e "${onnx}" ]] || continue
+  python3 build_engines.py --plugin-library "${PLUGIN_LIBRARY}" --model-repository "${MODEL_REPOSITORY}" \
+    --timing-cache-dir "${ARTIFACTS_DIR}/timing_caches" --model "$(basename "$(dirname "${onnx}")")"
+done
 
 echo "${trt_version}" > "${stamp}"
 echo "== builder: done (TensorRT ${trt_version})"

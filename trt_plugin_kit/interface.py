@@ -82,6 +82,9 @@ L2NORM = "l2norm"
 MNIST_PREPROCESS = "mnist_preprocess"
 MNIST_PIPELINE = "mnist_pipeline"
 MODEL_NAMES = (MNIST, L2NORM, MNIST_PREPROCESS, MNIST_PIPELINE)
+# The second model family (issue 43): a small ViT with mnist's input and output, served like a model of one's
+# own (model.onnx, the plugin_onnx stand-in on the CPU): not among MODEL_NAMES, which every repository holds.
+MNIST_VIT = "mnist_vit"
 # Models with a TensorRT engine (1/model.plan, built by build_engines.py) as their default configuration.
 TENSORRT_MODELS = (MNIST, L2NORM)
 # ONNX flavours of the TensorRT models: custom plugin nodes, or standard operators only.

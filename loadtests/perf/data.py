@@ -38,6 +38,7 @@ from trt_plugin_kit.interface import (
     MNIST,
     MNIST_INPUT,
     MNIST_PIPELINE,
+    MNIST_VIT,
     PIPELINE_INPUT,
     SAMPLES_DIR,
 )
@@ -46,7 +47,7 @@ from trt_plugin_kit.serving.preprocess import decode_digit
 if TYPE_CHECKING:  # model_io needs tritonclient, which the compose perf image lacks (the kit's models only)
     from trt_plugin_kit.tritonserver.model_io import ModelIO
 
-PERF_MODELS = (MNIST, MNIST_PIPELINE, L2NORM)
+PERF_MODELS = (MNIST, MNIST_PIPELINE, L2NORM, MNIST_VIT)  # mnist_vit: mnist's input, the same digits
 DEFAULT_L2NORM_DIM = 128  # the load test's default --l2norm-dim: both tools send the same requests
 L2NORM_VECTORS = 64
 SEED = 0
@@ -119,6 +120,7 @@ def write_input_data(
         MNIST: mnist_data(pngs),
         MNIST_PIPELINE: pipeline_data(pngs),
         L2NORM: l2norm_data(l2norm_dim),
+        MNIST_VIT: mnist_data(pngs),
         **(others or {}),
     }
     paths = {}

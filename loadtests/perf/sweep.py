@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from loadtests.perf.tool import PerfAnalyzer
-from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER, L2NORM, MNIST, MNIST_PIPELINE
+from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER, L2NORM, MNIST, MNIST_PIPELINE, MNIST_VIT
 from trt_plugin_kit.tritonserver.options import ServerLocation
 from trt_plugin_kit.tritonserver.protocol import (
     REGION_RELEASE_WAIT_S,
@@ -26,7 +26,7 @@ from trt_plugin_kit.tritonserver.protocol import (
 )
 
 # Samples per request, as the load test sends them (its --batch-size, --l2norm-batch; the pipeline takes one).
-BATCH_SIZES = {MNIST: 8, MNIST_PIPELINE: 1, L2NORM: 4}
+BATCH_SIZES = {MNIST: 8, MNIST_PIPELINE: 1, L2NORM: 4, MNIST_VIT: 8}
 # perf_analyzer's CSV columns (microseconds, averages over the measurement) -> our names.
 CSV_COLUMNS = {
     "Inferences/Second": "infer_per_s",

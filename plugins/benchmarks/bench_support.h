@@ -159,9 +159,10 @@ inline DataType parseType(std::string const& name)
 {
     if (name == "fp32" || name == "float32") return DataType::kFLOAT;
     if (name == "fp16" || name == "float16") return DataType::kHALF;
+    if (name == "bf16" || name == "bfloat16") return DataType::kBF16;
     if (name == "int8") return DataType::kINT8;
     if (name == "int32") return DataType::kINT32;
-    fail("unknown type '", name, "' (fp32, fp16, int8 or int32)");
+    fail("unknown type '", name, "' (fp32, fp16, bf16, int8 or int32)");
 }
 
 //! "fp32:256,64,112,112;fp32:..." -> tensor specs.
@@ -516,7 +517,8 @@ inline int deviceL2Bytes()
 //! Checks the first and last bytes of a float output for the NaN poison (an output the kernel never wrote).
 inline void checkWritten(TensorSpec const& spec, void const* data, int index)
 {
-    if (spec.type != DataType::kFLOAT && spec.type != DataType::kHALF) return;  // 0xFF.. is a valid integer
+    if (spec.type != DataType::kFLOAT && spec.type != DataType::kHALF && spec.type != DataType::kBF16)
+        return;  // 0xFF.. is a valid integer
     size_t const bytes = bytesOf(spec);
     size_t const chunk = std::min<size_t>(bytes, 4096);
     std::vector<uint8_t> host(chunk);

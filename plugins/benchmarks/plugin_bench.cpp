@@ -16,7 +16,7 @@
 // `fields`: "name=kind:payload;..." with kind i (ints "1,2"), f (floats), s (string) or rand
 //   ("count,seed,lo,hi": `count` uniform floats from std::mt19937(seed)), e.g.
 //   "mode=s:max;kernel=i:2,2" or "weights=rand:400000,7,-0.05,0.05;num_outputs=i:500".
-// `io`: one "type:d0,d1,..." per input, separated by ';' (types fp32, fp16, int8, int32).
+// `io`: one "type:d0,d1,..." per input, separated by ';' (types fp32, fp16, bf16, int8, int32).
 // `options`: "key=value;..." with spin_us (default 50), max_seconds (default 3), rotate_bytes (default
 //   2 x L2 + 1), max_sets (default 65536).
 // On success `message` holds the outputs as "type:dims;...". `results` (see Result below) gets the timing in

@@ -1,6 +1,7 @@
 // Device-side helpers shared by the kernels: type conversion, 16-byte vector access, dependent launches.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +20,10 @@ __device__ __forceinline__ float toFloat(__half v)
 {
     return __half2float(v);
 }
+__device__ __forceinline__ float toFloat(__nv_bfloat16 v)
+{
+    return __bfloat162float(v);
+}
 
 template <typename T>
 __device__ __forceinline__ T fromFloat(float v);
@@ -31,6 +36,11 @@ template <>
 __device__ __forceinline__ __half fromFloat<__half>(float v)
 {
     return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 fromFloat<__nv_bfloat16>(float v)
+{
+    return __float2bfloat16_rn(v);
 }
 
 //! 16 bytes of T, moved with one 128-bit load or store.

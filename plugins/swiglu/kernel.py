@@ -41,10 +41,10 @@ TACTICS = (
 
 
 def _variants():
-    """fp32/fp16 x each of TACTICS (variant ``<dtype>_t<index>``), each in a 16-aligned version (half % 16
-    == 0 and 16-byte aligned pointers: 128-bit accesses, suffix ``_aligned``) and a general one."""
+    """fp32/fp16/bf16 x each of TACTICS (variant ``<dtype>_t<index>``), each in a 16-aligned version (half %
+    16 == 0 and 16-byte aligned pointers: 128-bit accesses, suffix ``_aligned``) and a general one."""
     out = {}
-    for dtype, ty in (("fp32", "*fp32"), ("fp16", "*fp16")):
+    for dtype, ty in (("fp32", "*fp32"), ("fp16", "*fp16"), ("bf16", "*bf16")):
         for index, (block_r, block_c, warps) in enumerate(TACTICS):
             for aligned in (True, False):
                 out[f"{dtype}_t{index}{'_aligned' if aligned else ''}"] = {

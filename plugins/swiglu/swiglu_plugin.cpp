@@ -14,7 +14,13 @@ namespace
 {
 bool isFloat(DataType type)
 {
-    return type == DataType::kFLOAT || type == DataType::kHALF;
+    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
+}
+
+// kernel.py's dtype order: fp32, fp16, bf16.
+int32_t typeIndex(DataType type)
+{
+    return type == DataType::kHALF ? 1 : type == DataType::kBF16 ? 2 : 0;
 }
 
 // Rows of at least this many outputs run one row per program (1024 columns); shorter rows run 16 x 64 tiles.
@@ -37,10 +43,10 @@ std::string variantName(char const* dtype, int32_t shape, bool aligned)
 }
 }  // namespace
 
-// Every launch shape kernel.py's TACTICS declares (the library holds them all), for both types.
+// Every launch shape kernel.py's TACTICS declares (the library holds them all), for each type.
 SwigluPlugin::SwigluPlugin()
 {
-    for (char const* dtype : {"fp32", "fp16"})
+    for (char const* dtype : {"fp32", "fp16", "bf16"})
     {
         for (int32_t shape = 0; findTritonKernelImage("swiglu", variantName(dtype, shape, true).c_str());
              ++shape)
@@ -49,7 +55,7 @@ SwigluPlugin::SwigluPlugin()
             mKernels.emplace_back("swiglu", variantName(dtype, shape, false).c_str());
         }
     }
-    mShapes = static_cast<int32_t>(mKernels.size() / 4);
+    mShapes = static_cast<int32_t>(mKernels.size() / 6);
     check(mShapes >= 2, "the library holds ", mShapes,
           " SwiGLU launch shapes (kernel.py's TACTICS: 2 or more)");
 }
@@ -57,7 +63,7 @@ SwigluPlugin::SwigluPlugin()
 void SwigluPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes) const
 {
     check(isFloat(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]),
-          " is not supported (FP32 or FP16)");
+          " is not supported (FP32, FP16 or BF16)");
     outputTypes[0] = inputTypes[0];
 }
 
@@ -118,7 +124,7 @@ void SwigluPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc con
           ": the kernel takes rows and half as 32-bit integers");
     mRows = static_cast<int32_t>(rows);
     mHalf = static_cast<int32_t>(half);
-    mHalfType = in[0].type == DataType::kHALF;
+    mTypeIndex = typeIndex(in[0].type);
     // The default's grid must fit; a tactic's that does not runs the default (plan).
     check(ceilDiv(half, kernelOf(defaultShape(), true).constant("BLOCK_C")) <= 65535, "the last axis (", last,
           ") is too long for the kernel's grid (more than 65535 column blocks)");
@@ -132,7 +138,7 @@ int32_t SwigluPlugin::defaultShape() const
 
 TritonKernel& SwigluPlugin::kernelOf(int32_t shape, bool aligned)
 {
-    return mKernels[static_cast<size_t>((mHalfType ? 2 * mShapes : 0) + 2 * shape + (aligned ? 0 : 1))];
+    return mKernels[static_cast<size_t>(mTypeIndex * 2 * mShapes + 2 * shape + (aligned ? 0 : 1))];
 }
 
 void SwigluPlugin::selectTactic(int32_t tactic)

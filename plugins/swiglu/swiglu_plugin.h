@@ -35,14 +35,14 @@ private:
     TritonKernel& kernelOf(int32_t shape, bool aligned);
     void plan();
 
-    // kernel.py's variants: {fp32, fp16} x launch shapes x {16-aligned, general}, in that order.
+    // kernel.py's variants: {fp32, fp16, bf16} x launch shapes x {16-aligned, general}, in that order.
     std::vector<TritonKernel> mKernels;
     int32_t mShapes{0};
     int32_t mTactic{0};  // 0: TACTICS[0] for wide rows, TACTICS[1] for narrow ones; t: TACTICS[t - 1]
     // The launch shape of the current shape, type and tactic; -1: no shape yet.
     int32_t mChosen{-1};
-    bool mHalfType{false};
-    dim3 mGrid{0, 0, 0};  // rows / BLOCK_R x half / BLOCK_C programs
+    int32_t mTypeIndex{0};  // kernel.py's dtype order: fp32, fp16, bf16
+    dim3 mGrid{0, 0, 0};    // rows / BLOCK_R x half / BLOCK_C programs
     int32_t mRows{0};
     int32_t mHalf{0};
 };

@@ -18,6 +18,7 @@ import pytest
 
 from trt_plugin_kit.benchmarks import cli, lenet_chain
 from trt_plugin_kit.benchmarks.cases import (
+    ATTENTION_LONG_RATIO,
     FAMILY_ORDER,
     MNIST_BATCHES,
     PEER_RATIO,
@@ -122,7 +123,7 @@ def test_dry_run_drives_every_case_through_the_plugins_build_phase():
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(build_cases())
     assert f"of {n}/{n} cases ok" in result.stdout
-    assert "7 creators" in result.stdout  # SwiGLU (issue 26) joined the six
+    assert "9 creators" in result.stdout  # SwiGLU (issue 26), RMSNorm and attention (issue 43) joined the six
 
 
 def test_runs_from_the_repository_root_with_a_bare_python():
@@ -198,6 +199,7 @@ def test_every_target_of_issue_4_is_checked():
         ("speedup_vs", 3.0),
         ("speed_ratio", 0.95),
         ("speed_ratio", 0.97),  # the serving-size round: every plugin-vs-peer comparison
+        ("speed_ratio", 0.7),  # attention at long sequences (issue 43)
         ("median_us", 5.0),
     }
     assert sum(t.threshold == 85.0 for _, t in targets) == 6  # L2Normalize: 3 shapes x 2 dtypes
@@ -215,9 +217,15 @@ def test_every_target_of_issue_4_is_checked():
 def test_every_peer_comparison_is_a_target_of_issue_16():
     cases = build_cases()
     comparisons = [(c.id, p) for c in cases for p in c.peers]
-    assert len(comparisons) == 80 + 10  # the count issue 16 gives, and SwiGLU's ten (issue 26)
+    # the count issue 16 gives, SwiGLU's ten (issue 26), issue 43's: RMSNorm 9 large, attention 32 long,
+    # both at 3 batches x 3 types, SwiGLU's 2 BF16
+    assert len(comparisons) == 80 + 10 + (9 + 32 + 18 + 2)
     peer_targets = {(c.id, t.peer) for c in cases for t in c.targets if t.threshold == PEER_RATIO}
-    assert peer_targets == set(comparisons)
+    long_attention = {(c.id, p) for c in cases for p in c.peers if c.peer_ratio == ATTENTION_LONG_RATIO}
+    assert len(long_attention) == 32 and peer_targets == set(comparisons) - long_attention
+    for c in cases:
+        if (c.id, c.peers[0] if c.peers else None) in long_attention:
+            assert [t.threshold for t in c.targets] == [ATTENTION_LONG_RATIO] and c.flops > 0
     fc = {(c.id, t.peer) for c in cases for t in c.targets if c.family == "FullyConnected"}
     assert ("mnist/b64/fc1/fp16/64x50x4x4->500", "torch.matmul") in fc  # the issue's table names it
 

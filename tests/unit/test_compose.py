@@ -244,6 +244,8 @@ def test_the_plugin_library_triton_loads_is_the_one_the_builder_writes(compose):
     assert re.search(r'install\s.*libtrt_plugin_kit\.so"?\s+"\$\{PLUGIN_LIBRARY\}"', script)
     assert "command" not in builder  # runs the image's CMD:
     assert 'CMD ["bash", "docker/build_artifacts.sh"]' in (DOCKER_DIR / "builder.Dockerfile").read_text()
+    # ... and builds every engine model of the repository: mnist and l2norm, then each model.onnx folder.
+    assert re.search(r'for onnx in "\$\{MODEL_REPOSITORY\}"/\*/model\.onnx', script) and "--model" in script
     # ... on a named volume that triton mounts at the same place (read-only).
     builder_volume, builder_target, _ = _mount_for(builder, written)
     triton_volume, triton_target, read_only = _mount_for(triton, preloaded)

@@ -14,8 +14,9 @@ helper, the harness, the fuzzer and ``make docs`` pick it up from the folder alo
 
 ``--kernel triton`` writes the kernel in Python instead: ``kernel.py``, an OpenAI Triton ``@triton.jit``
 kernel compiled ahead of time by the CMake build into the library (trt_plugin_kit/triton_aot.py), and
-``<name>_launch.cpp``, which picks its variant and launches it (plugins/common/triton_kernel.h). Same-shape
-plugins only: ``--reduce`` is CUDA's.
+``<name>_launch.cpp``, which picks its variant and launches it (plugins/common/triton_kernel.h). With
+``--reduce`` its kernel runs one program per row of the last axis (a loop over the row in BLOCK-wide chunks,
+summed in FP32, one store per output).
 """
 
 from __future__ import annotations
@@ -130,11 +131,6 @@ def validate(options: Options, plugins_dir: Path = PLUGINS_DIR) -> None:
     if options.kernel not in KERNEL_LANGUAGES:
         raise ScaffoldError(f"--kernel {options.kernel!r}: one of {', '.join(KERNEL_LANGUAGES)}")
     if options.kernel == "triton":
-        if options.reduce:
-            raise ScaffoldError(
-                "--kernel triton scaffolds same-shape plugins; --reduce (a reduction over the last axis) is "
-                "generated in CUDA only"
-            )
         taken = TRITON_NAMES | {f"x{n}" for n in range(MAX_TENSORS)} | {f"y{n}" for n in range(MAX_TENSORS)}
         if options.float_field in taken:
             raise ScaffoldError(f"field {options.float_field!r}: the Triton kernel uses that name itself")
@@ -374,11 +370,12 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
     ins = [f"x{n}" for n in range(o.inputs)]
     outs = [f"y{n}" for n in range(o.outputs)]
     coeffs = ["coefficients", "n_coefficients"] if o.array_field else []
-    params = [*ins, *outs, *coeffs, float_name, "count"]
+    shape_params = ["rows", "length"] if o.reduce else ["count"]  # the launch's grid: rows, or elements
+    params = [*ins, *outs, *coeffs, float_name, *shape_params]
     signature = [f'"{a}": pointer' for a in ins + outs]
     if o.array_field:
         signature += ['"coefficients": "*fp32"', '"n_coefficients": "i32"']
-    signature += [f'"{float_name}": "fp32"', '"count": "i64"']
+    signature += [f'"{float_name}": "fp32"'] + [f'"{p}": "i64"' for p in shape_params]
     # op() receives each input's values (FP32) and returns the op's: the one function to make yours.
     op_params = [*ins, *coeffs, float_name]
     op_body = ["    t = " + " + ".join(ins)]
@@ -394,6 +391,11 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
         op_body.append(f"    return {float_name} * t")
     loaded = [f"tl.load({x} + i, mask=mask).to(tl.float32)" for x in ins]
     body = [f"    value = op({', '.join([*loaded, *coeffs, float_name])})"]
+    # --reduce: the same value inside the row's loop, then one store of the row's sum per output.
+    reduce_value = textwrap.indent("\n".join(body), "    ")
+    reduce_stores = [
+        f"    tl.store({y} + row, ({m + 1}.0 * total).to({y}.dtype.element_ty))" for m, y in enumerate(outs)
+    ]
     body += [
         f"    tl.store({y} + i, ({m + 1}.0 * value).to({y}.dtype.element_ty), mask=mask)"
         for m, y in enumerate(outs)
@@ -405,11 +407,11 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
             f'np.asarray(fields["{o.array_field}"], np.float32)',
             f'len(fields["{o.array_field}"])',
         ]
-    interpreter_args += [f'float(fields["{o.float_field}"])' if o.float_field else "1.0", "count"]
+    interpreter_args += [f'float(fields["{o.float_field}"])' if o.float_field else "1.0", *shape_params]
     args = [f"args.inputs[{n}]" for n in range(o.inputs)] + [f"args.outputs[{m}]" for m in range(o.outputs)]
     if o.array_field:
         args += ["args.coefficients", "args.nbCoefficients"]
-    args += [f"args.{float_name}", "args.count"]
+    args += [f"args.{float_name}"] + [f"args.{p}" for p in shape_params]
     return {
         "kernels_include": '#include "../common/triton_kernel.h"\n',
         "kernels_struct": (
@@ -428,6 +430,8 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
         "triton_params": ", ".join(params),
         "triton_signature": ", ".join(signature),
         "triton_body": "\n".join(body),
+        "triton_reduce_value": reduce_value,
+        "triton_reduce_stores": "\n".join(reduce_stores),
         "triton_op_params": ", ".join(op_params),
         "interpreter_args": ", ".join(interpreter_args),
         "numpy_import": "import numpy as np\n" if o.array_field else "",
@@ -450,7 +454,11 @@ def render(o: Options, command_args: str) -> dict[str, str]:
         "formula_py": textwrap.fill(o.formula, 100),
         "summary": o.formula.replace('"', "'").rstrip("."),
         "command_args": command_args,
-        "kernel_note": "one warp per row of the last axis"
+        "kernel_note": (
+            "one program per row of the last axis"
+            if o.kernel == "triton"
+            else "one warp per row of the last axis"
+        )
         if o.reduce
         else "16-byte vector loads and streaming stores",
         "inputs_yaml": _tensors_yaml(
@@ -477,9 +485,10 @@ def render(o: Options, command_args: str) -> dict[str, str]:
         return Template((TEMPLATES / template).read_text()).substitute(values)
 
     if o.kernel == "triton":
+        suffix = "_reduce" if o.reduce else ""
         kernel_files = {
-            "kernel.py": fill("kernel_triton.py.tmpl"),
-            f"{o.name}_launch.cpp": fill("kernel_triton_launch.tmpl"),
+            "kernel.py": fill(f"kernel_triton{suffix}.py.tmpl"),
+            f"{o.name}_launch.cpp": fill(f"kernel_triton{suffix}_launch.tmpl"),
         }
     else:
         kernel = fill("kernel_common.tmpl") + fill("kernel_reduce.tmpl" if o.reduce else "kernel_same.tmpl")

@@ -18,7 +18,7 @@ from trt_plugin_kit.specs import spec as plugin_spec
 FIELDS_BEGIN, FIELDS_END = "<!-- fields:begin -->", "<!-- fields:end -->"
 PLUGINS_BEGIN, PLUGINS_END = "<!-- plugins:begin -->", "<!-- plugins:end -->"
 _NOTE = "<!-- generated from spec.yaml by `python -m trt_plugin_kit.specs docs`: edit the spec -->"
-_TENSOR_TYPES = {"float32": "FP32", "float16": "FP16", "int8": "INT8", "int32": "INT32"}
+_TENSOR_TYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16", "int8": "INT8", "int32": "INT32"}
 
 
 def _value(value) -> str:

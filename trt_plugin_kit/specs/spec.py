@@ -18,7 +18,7 @@ elsewhere. The format, by example (plugins/pool/spec.yaml is the fullest)::
     version: "1"                # getPluginVersion(); every plugin of the library has PLUGIN_VERSION
     summary: one line for plugins/README.md
     reference: leaky_relu       # function of this folder's reference.py (optional error_scale: another)
-    inputs: [{name: x, types: [float32, float16], meaning: ...}]     # types: float32 float16 int8 int32
+    inputs: [{name: x, types: [float32, float16], meaning: ...}]  # float32 float16 bfloat16 int8 int32
     outputs: [{name: y, types: [float32, float16], meaning: ...}]
     formats: [linear]
     fields:                     # in getFieldNames() order
@@ -56,7 +56,7 @@ from trt_plugin_kit.interface import PLUGIN_VERSION
 
 SPEC_FILE = "spec.yaml"
 FIELD_TYPES = ("float32", "int32", "char")
-TENSOR_TYPES = ("float32", "float16", "int8", "int32")
+TENSOR_TYPES = ("float32", "float16", "bfloat16", "int8", "int32")
 FORMATS = ("linear",)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 FLOAT32_MAX = 3.4028234663852886e38

@@ -140,8 +140,17 @@ void checkFormats(IPluginV3OneBuild* build, std::vector<TensorSpec> const& input
     }
 }
 
-void writeNpy(std::string const& path, HostTensor const& t)
+void writeNpy(std::string const& path, HostTensor const& source)
 {
+    // NumPy has no bfloat16: BF16 tensors are written as the float32 values they are exactly (the JSON's
+    // tolerance is BF16's, so the cross-check still holds them to it).
+    HostTensor widened;
+    if (source.type == DataType::kBF16)
+    {
+        widened = HostTensor(DataType::kFLOAT, source.dims);
+        for (int64_t i = 0; i < source.count(); ++i) widened.set(i, source.get(i));
+    }
+    HostTensor const& t = source.type == DataType::kBF16 ? widened : source;
     char const* descr = t.type == DataType::kFLOAT  ? "<f4"
                         : t.type == DataType::kHALF ? "<f2"
                         : t.type == DataType::kINT8 ? "|i1"
