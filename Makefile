@@ -1,9 +1,7 @@
 # One entry point for users and CI. Every target sets itself up on a fresh machine.
 #   make serve   - start Triton (TensorRT path on a GPU host, CPU path with PyTriton's tritonserver elsewhere)
-#   make test    - the Python test-suite's unit and server tiers while, beside them, the plugin library is
-#                  built against every vendored TensorRT header set, the plugin harness checks that this
-#                  machine can run and the library tier run on those builds, and the compose test (where a
-#                  Docker daemon answers) and the numeric tests again with one BLAS thread.
+#   make test    - the whole suite as CI runs it: its steps, their order and what runs side by side are
+#                  scripts/test_schedule.sh's (make pytest: the same test steps one after another)
 #   make compose-test - the compose profiles cpu + loadtest for real (scripts/compose_test.py)
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -40,13 +38,13 @@ TOOLS_OPT ?= $(if $(HAS_GPU),,-O1)
 TOOLS_UNITY ?= $(if $(HAS_GPU),OFF,ON)
 JOBS ?= $(shell nproc)
 
-.PHONY: check help new-plugin venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare lint format docs serve loadtest perf perf-image model-analyzer dashboard clean
+.PHONY: check help new-plugin torch-cpu venv test-venv test-tools k8s-generate trt-headers plugins edge-native harness-check pytest pytest-unbuilt pytest-library numeric-threads bytecode test test-prepare compose-test compose-prepare gpu-host-check lint format docs serve loadtest perf perf-image model-analyzer dashboard clean
 
 help:
 	@echo "make serve | make new-plugin NAME=... | make check | make test | make compose-test | make plugins | make harness-check | make lint | make docs | make loadtest"
 
 # Two stamps: `make serve` installs what serving needs ('.[dev]'); `make test` adds the test-only extras
-# ('.[rtx]': TensorRT for RTX, about 240 MB; '.[test]': Kubernetes schemas) on top of it.
+# ('.[rtx]': TensorRT for RTX, about 230 MB installed; '.[test]': Kubernetes schemas) on top of it.
 # Installs go through uv (bootstrapped by the venv's own pip): parallel downloads and installs, about 3x
 # faster than pip on a fresh machine (venv, test extras and checkov's venv: ~75 s -> 25 s, measured here);
 # same index, an ordinary venv that pip still reads. Bytecode is compiled at install, as pip does: otherwise
@@ -67,6 +65,14 @@ $(VENV)/.installed-test: $(VENV)/.installed
 $(VENV)/.installed-triton: $(VENV)/.installed
 	$(UV_INSTALL) $(PY) -e '.[dev,triton]'
 	touch $@
+
+# PyTorch for trt_plugin_kit/models/torch_op.py without CUDA: the CPU build from PyTorch's own index (a few
+# hundred MB instead of about 20 CUDA wheels from PyPI, and no OpenAI Triton of its own), then the torch extra,
+# which keeps the build's triton==3.6.0 and finds torch already there.
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+torch-cpu: venv
+	$(UV_INSTALL) $(PY) --index-url $(TORCH_CPU_INDEX) 'torch>=2.6'
+	$(UV_INSTALL) $(PY) -e '.[dev,torch]'
 
 venv: $(VENV)/.installed
 
@@ -103,7 +109,7 @@ test-tools: $(CHECKOV_VENV)/.installed $(GRAFANA_VENV)/.installed $(MODEL_ANALYZ
 # Builds build/trt-<version>/libtrt_plugin_kit.so and plugin_harness for each header set. The test tools read
 # plugins/*/spec.yaml at build time with the venv's Python (PyYAML).
 # One target per header set (plugins-<version>), so that `make -j` builds the sets side by side: each has
-# stretches one core serves (CMake's configure, the Triton compiler, the links).
+# stretches one core serves (CMake's configure, OpenAI Triton's compiler for the Triton kernels, the links).
 PLUGIN_BUILDS := $(addprefix plugins-,$(TRT_VERSIONS))
 .PHONY: $(PLUGIN_BUILDS)
 plugins: $(PLUGIN_BUILDS)
@@ -170,9 +176,8 @@ bytecode: venv
 	@$(PY) -m compileall -q $(PY_SOURCES) >/dev/null
 
 # Tests wait on servers, sockets and timeouts more than they compute: PYTEST_WORKERS processes (pytest-xdist)
-# keep 2 cores busy. 4 workers were within the machine's noise (fresh clone, 2026-11-26: pytest 270 and 306 s,
-# against 305 and 310 s with 3), and in their third run a tritonserver start aborted in the Python backend
-# (boost::interprocess::lock_exception, upstream server #8882) under the heavier contention: 3 it stays.
+# keep 2 cores busy; 4 were within the machine's noise and made a tritonserver start abort under the heavier
+# contention (upstream server #8882; records/make-test/README.md).
 # --dist loadfile: a file's tests share one worker, so module fixtures (servers) start once.
 # --no-loadscope-reorder: files go out in collection order, the longest first (tests/conftest.py); xdist's own
 # order (most tests first, since 3.8) started the long, clock-bound files last and left a core idle at the end.
@@ -180,8 +185,12 @@ PYTEST_WORKERS ?= 3
 PYTEST_XDIST = --dist loadfile --no-loadscope-reorder
 TEST_TOOLS_ENV = CHECKOV=$(abspath $(CHECKOV_VENV))/bin/checkov GRAFANA_SCHEMA_PYTHON=$(abspath $(GRAFANA_VENV))/bin/python \
 	MODEL_ANALYZER=$(abspath $(MODEL_ANALYZER_VENV))/bin/model-analyzer
-pytest: test-venv test-tools edge-native bytecode
-	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(PYTEST_WORKERS) $(PYTEST_XDIST)
+# The schedule's variables, for scripts/test_schedule.sh (it runs the steps below as make targets).
+BUILD_NICENESS ?= 5
+TEST_SCHEDULE = MAKE="$(MAKE)" JOBS=$(JOBS) BUILD_DIR=$(BUILD_DIR) BUILD_NICENESS=$(BUILD_NICENESS) \
+  CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" scripts/test_schedule.sh
+pytest:
+	+@$(TEST_SCHEDULE) pytest
 
 # make test's two parts of the suite, by what they need: the unit and server tiers need the venvs and the edge's
 # gRPC front, not the plugin builds, and start while those compile; tests/library runs once they are made
@@ -201,59 +210,26 @@ NUMERIC_BLAS_THREADS ?= 1
 numeric-threads: test-venv bytecode
 	$(PY) -m pytest -q -m numeric --blas-threads $(NUMERIC_BLAS_THREADS)
 
-# One architecture where no GPU is (see TEST_CUDA_ARCHITECTURES); prerequisites inherit it.
-test check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITECTURES))
+# One architecture where no GPU is (see TEST_CUDA_ARCHITECTURES); prerequisites and the schedule inherit it.
+test pytest check: CUDA_ARCHITECTURES := $(or $(CUDA_ARCHITECTURES),$(TEST_CUDA_ARCHITECTURES))
 
 # The fast loop: lint and the unit tier (Python only, no build, no server), about 45 s on 2 cores: the tier
 # is CPU-bound, so one worker per core (67 s in one process).
 CHECK_WORKERS ?= 2
-check: lint test-venv bytecode
-	$(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
+# checkov's and the Grafana schema's venvs too: the unit tier scans the Kubernetes manifests and checks the
+# dashboard with them (a fresh clone's `make check` failed without checkov); not Model Analyzer's (about 490 MB),
+# which only the server tier uses.
+check: lint test-venv $(CHECKOV_VENV)/.installed $(GRAFANA_VENV)/.installed bytecode
+	$(TEST_TOOLS_ENV) $(PY) -m pytest -q -n $(CHECK_WORKERS) $(PYTEST_XDIST) tests/unit
 
-# Then three chains side by side, each of whose parts waits on clocks, servers or the network as much as it
-# computes:
-#  - in front: the unit and server tiers (pytest-unbuilt);
-#  - the plugin builds at a lower CPU priority (BUILD_NICENESS), so that they take the cores the tests leave idle
-#    rather than time from the tests' clocks, one header set after the other (twice the jobs each), so that
-#    ccache serves the second set's kernels from the first's (they include no TensorRT header), then the harness
-#    on each build and tests/library (pytest-library);
-#    run after the builds in make test's first rounds, the unit and server tiers left a third of the cores idle
-#    through their first two minutes of clock-bound files;
-#  - the compose test where a Docker daemon answers (.ci/run provisions one; elsewhere it says why not), its own
-#    set-up first (base image, wheelhouse, images: mostly downloads), then the numeric tests once more with one
-#    BLAS thread.
-# The second and third chains write to build/library-tests.log and build/beside-pytest.log, printed after the
-# front's output. The status is the first failure's: the front's, the library chain's, the compose chain's.
-BUILD_NICENESS ?= 5
-# Before them, side by side: lint, the venv and its test extras, checkov's venv (uv: mostly downloads) and the
-# edge's gRPC front (compiles), about 20 s sooner than one after another.
-test-prepare:
-	@$(MAKE) --no-print-directory -j $$(( $(JOBS) * 2 )) lint test-venv bytecode test-tools edge-native
+# The steps make test runs before its three chains, side by side (make -j): lint, the venv and its test extras,
+# checkov's venv (mostly downloads) and the edge's gRPC front (compiles).
+test-prepare: lint test-venv bytecode test-tools edge-native
 
-test: test-prepare
-	@status=0; compose=yes; mkdir -p $(BUILD_DIR); \
-	if ! command -v docker >/dev/null 2>&1; then compose=; \
-	  echo "compose-test skipped: no docker command (apt-get install docker.io; bash .ci/run does)"; \
-	elif ! docker info >/dev/null 2>&1; then compose=; \
-	  echo "compose-test skipped: no Docker daemon answers (docker info failed; start dockerd)"; \
-	fi; \
-	echo "== beside pytest: the plugin builds, the harness, tests/library (output: $(BUILD_DIR)/library-tests.log)"; \
-	( nice -n $(BUILD_NICENESS) $(MAKE) --no-print-directory harness-check JOBS=$$(( $(JOBS) * 2 )) CUDA_ARCHITECTURES="$(CUDA_ARCHITECTURES)" \
-	  && $(MAKE) --no-print-directory pytest-library ) > $(BUILD_DIR)/library-tests.log 2>&1 & library=$$!; \
-	echo "== beside pytest: $${compose:+compose-test, then }numeric-threads (output: $(BUILD_DIR)/beside-pytest.log)"; \
-	( side=0; \
-	  if [ -n "$$compose" ]; then $(MAKE) --no-print-directory compose-test || side=$$?; fi; \
-	  $(MAKE) --no-print-directory numeric-threads || { code=$$?; [ $$side -ne 0 ] || side=$$code; }; \
-	  exit $$side ) > $(BUILD_DIR)/beside-pytest.log 2>&1 & beside=$$!; \
-	$(MAKE) --no-print-directory pytest-unbuilt || status=$$?; \
-	library_status=0; wait $$library || library_status=$$?; \
-	echo "== the plugin builds, the harness, tests/library ($(BUILD_DIR)/library-tests.log)"; \
-	cat $(BUILD_DIR)/library-tests.log; \
-	beside_status=0; wait $$beside || beside_status=$$?; \
-	echo "== beside pytest ($(BUILD_DIR)/beside-pytest.log)"; cat $(BUILD_DIR)/beside-pytest.log; \
-	if [ $$status -eq 0 ]; then status=$$library_status; fi; \
-	if [ $$status -eq 0 ]; then status=$$beside_status; fi; \
-	exit $$status
+# The schedule (what runs after what, side by side, at which CPU priority) and its timing log
+# (build/test-schedule.log): scripts/test_schedule.sh.
+test:
+	+@$(TEST_SCHEDULE) test
 
 # Builds and serves the compose profiles cpu + loadtest offline, runs the clients and a load test
 # against them, then `down -v` (see scripts/compose_test.py). Needs a Docker daemon; Compose v2 comes with
@@ -294,6 +270,11 @@ serve: venv edge-native
 	$(VENV)/bin/trt-plugin-kit serve $(SERVE_ARGS)
 
 # Regenerate the parts of deploy/kubernetes/ derived from serving.py, interface.py and docker-compose.yml.
+# On a GPU host with Docker and the NVIDIA Container Toolkit, the first thing to run: the compose GPU path
+# end to end against the CPU variant (trt_plugin_kit/deploy/gpu_host_check.py; GPU_HOST_CHECK_ARGS=--help).
+gpu-host-check: venv
+	$(PY) scripts/gpu_host_check.py $(GPU_HOST_CHECK_ARGS)
+
 k8s-generate: venv
 	$(VENV)/bin/trt-plugin-kit kubernetes
 

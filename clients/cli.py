@@ -17,16 +17,17 @@ from collections.abc import Callable, Sequence
 
 from clients import errors, shm
 from clients.shm import SHARED_MEMORY_KINDS
-from clients.triton import (
-    DEFAULT_RETRIES,
-    DEFAULT_TIMEOUT_S,
-    ConnectionSettings,
-    admin_header,
+from clients.triton import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ConnectionSettings
+from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR, admin_header
+from trt_plugin_kit.tritonserver import options as cli_options
+from trt_plugin_kit.tritonserver.model_io import value_range
+from trt_plugin_kit.tritonserver.options import (
+    converter,
+    fraction,
+    join_negative_values,
+    non_negative_int,
+    positive_int,
 )
-from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR
-from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.model_io import value_range
-from trt_plugin_kit.triton.options import converter, fraction, non_negative_int, positive_int
 
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -431,7 +432,7 @@ def _command(name: str):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     # Library warnings (retries, ...) go to stderr as `warning: ...`, like the command's own.
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s", stream=sys.stderr)
     try:

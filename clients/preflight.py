@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clients.contracts import CONTRACTS, ModelCheck, ModelContract, check_model
+from clients.contracts import ModelCheck, ModelContract, check_model
 from clients.errors import (
     ClientError,
     ModelUnavailableError,
@@ -11,6 +11,7 @@ from clients.errors import (
     WrongModelError,
 )
 from clients.triton import TritonClient
+from trt_plugin_kit.tritonserver.protocol import candidate_models, unknown_model_hint
 
 
 async def explain_unavailable(client: TritonClient, model: str, version: str = "") -> str:
@@ -43,11 +44,8 @@ async def _explain_without_index(client: TritonClient, model: str, version: str,
         await client.model_metadata(model, version)
     except ModelUnavailableError as exc:
         if "not found" in str(exc).lower() or "unknown model" in str(exc).lower():
-            ready = [name for name in CONTRACTS if name != model and await client.model_ready(name)]
-            return (
-                f"model {label} is not found on Triton at {where}. Models of this kit that are ready "
-                f"there: {', '.join(ready) or 'none'}"
-            )
+            ready = [name for name in candidate_models() if name != model and await client.model_ready(name)]
+            return f"model {label} is not found on Triton at {where}; {unknown_model_hint(model, ready)}"
     return (
         f"model {label} is known to Triton at {where} but not ready; the repository index would say why "
         "(it needs the server's admin key: --admin-key or $TRITON_ADMIN_KEY)"

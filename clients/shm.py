@@ -32,7 +32,7 @@ from clients.errors import (
     SharedMemoryError,
 )
 from clients.triton import TritonClient
-from trt_plugin_kit.triton.protocol import REGION_RELEASE_WAIT_S, REGION_RETRY_S, region_in_use
+from trt_plugin_kit.tritonserver.protocol import REGION_RELEASE_WAIT_S, REGION_RETRY_S, region_in_use
 
 log = logging.getLogger("clients")
 

@@ -32,18 +32,15 @@ from clients.errors import (
     UsageError,
     WrongProtocolError,
 )
-from trt_plugin_kit.interface import (  # noqa: F401 - re-exported: clients' commands import them from here
-    ADMIN_HEADER,
+from trt_plugin_kit.interface import (
     ADMIN_KEY_ENV,
     DEFAULT_GRPC_PORT,
     DEFAULT_HOST,
     DEFAULT_HTTP_PORT,
-    GRPC_RESTRICTED_HEADER_PREFIX,
-    PROTOCOLS,
     admin_header,
 )
-from trt_plugin_kit.triton.options import Endpoint, format_address, parse_url
-from trt_plugin_kit.triton.protocol import (  # noqa: F401 - InputTensor/OutputRequest: part of this API
+from trt_plugin_kit.tritonserver.options import Endpoint, format_address, parse_url
+from trt_plugin_kit.tritonserver.protocol import (
     PROTOCOL_NAMES,
     InputTensor,
     OutputRequest,
@@ -217,9 +214,13 @@ class TritonClient:
         unreachable = f"cannot reach Triton at {where}: is the server running? (make serve)"
         if isinstance(exc, ClientError):
             return exc
-        detail = str(exc.message() if isinstance(exc, InferenceServerException) else exc)
-        if self.settings.ssl or any(
-            word in detail.lower() for word in ("handshake", "ssl", "tls", "certificate")
+        detail = str(exc.message() if isinstance(exc, InferenceServerException) else exc).lower()
+        # Nothing listening is no TLS problem, whatever the flags (aiohttp's message names "ssl:default" even
+        # for a plain-HTTP connection that was refused).
+        refused = any(word in detail for word in ("connection refused", "connect call failed"))
+        tls_words = ("handshake", "ssl", "tls", "certificate")
+        if not refused and (
+            self.settings.ssl or any(w in detail.replace("ssl:default", "") for w in tls_words)
         ):
             unreachable += (
                 "\n  TLS: check --ssl, --root-certificates (the CA of the server's certificate) and, "

@@ -2,9 +2,9 @@
 
 Besides the kinds written for our models (loadtests/workloads.py: mnist_pipeline, mnist, l2norm), any other
 name in --mix is a model of the server. Its requests are built from what the server reports about it (names,
-datatypes, per-item shapes, max_batch_size: trt_plugin_kit/triton/model_io.py), read once by the first request
-of each Locust process; the data come from a file (--model-data NAME=FILE: .npy for a one-input model, .npz
-with one array per input name) or are generated uniformly in --model-range LOW:HIGH (dynamic dims
+datatypes, per-item shapes, max_batch_size: trt_plugin_kit/tritonserver/model_io.py), read once by the first
+request of each Locust process; the data come from a file (--model-data NAME=FILE: .npy for a one-input model,
+.npz with one array per input name) or are generated uniformly in --model-range LOW:HIGH (dynamic dims
 --model-dim long). A response counts as a failure unless every output came back with the declared datatype
 and shape for the batch sent.
 
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from loadtests.outcomes import RequestFailure, ResponseCheckError, locust_name
-from trt_plugin_kit.triton.model_io import (
+from trt_plugin_kit.tritonserver.model_io import (
     ModelDataError,
     ModelIO,
     generate_inputs,
@@ -29,7 +29,7 @@ from trt_plugin_kit.triton.model_io import (
     read_inputs,
     value_range,
 )
-from trt_plugin_kit.triton.options import positive_int
+from trt_plugin_kit.tritonserver.options import positive_int
 
 # A model name as Triton's repository takes it (a folder name).
 MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")

@@ -27,10 +27,11 @@ from locust import User, constant, constant_throughput, events  # noqa: E402
 from locust.stats import StatsError  # noqa: E402
 
 from loadtests.options import add_workload_arguments, workload_from_args  # noqa: E402
-from loadtests.workloads import RequestFailure, TritonTask, is_retryable, locust_name  # noqa: E402
+from loadtests.outcomes import RequestFailure, locust_name  # noqa: E402
+from loadtests.workloads import TritonTask, is_retryable  # noqa: E402
 from trt_plugin_kit.interface import DEFAULT_HOST, HOST_ENV  # noqa: E402
-from trt_plugin_kit.triton.options import ServerLocation, add_server_location_arguments  # noqa: E402
-from trt_plugin_kit.triton.protocol import Connection  # noqa: E402
+from trt_plugin_kit.tritonserver.options import ServerLocation, add_server_location_arguments  # noqa: E402
+from trt_plugin_kit.tritonserver.protocol import Connection  # noqa: E402
 
 LIVE_STATS_INTERVAL_S = 1.0
 

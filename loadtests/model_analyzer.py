@@ -46,9 +46,9 @@ from trt_plugin_kit.serving.server import (
     METRICS_FLAGS,
     find_pytriton_distribution,
     prepare_cpu_backends,
-    python_backend_shm_flags,
 )
 from trt_plugin_kit.serving.server import cpu_environment as server_environment
+from trt_plugin_kit.serving.shm_budget import python_backend_shm_flags
 
 PROG = "python -m loadtests.model_analyzer"
 MODEL_ANALYZER = REPO_ROOT / ".venv-model-analyzer" / "bin" / "model-analyzer"

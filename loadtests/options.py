@@ -1,6 +1,7 @@
 """The options that say what the simulated users send, defined once for `python -m loadtests`, the Locust
 file (Locust's own parser), the studies and the soak, with the shared vocabulary of
-trt_plugin_kit/triton/options.py; and how long and how many (durations, user counts) in Locust's own terms.
+trt_plugin_kit/tritonserver/options.py; and how long and how many (durations, user counts) in Locust's own
+terms.
 
 The runner hands its settings to Locust as the very same flags (`locust_arguments`), and the tests parse
 them back with the locustfile's definitions: no second set of names to drift apart.
@@ -15,8 +16,13 @@ from typing import Any
 
 from loadtests import any_model
 from loadtests.workloads import REQUEST_KINDS, WorkloadConfig
-from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.options import non_negative_int, parse_weights, positive_int, requests_per_second
+from trt_plugin_kit.tritonserver import options as cli_options
+from trt_plugin_kit.tritonserver.options import (
+    non_negative_int,
+    parse_weights,
+    positive_int,
+    requests_per_second,
+)
 
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MIX = ",".join(f"{kind}=1" for kind in REQUEST_KINDS)

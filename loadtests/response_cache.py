@@ -29,6 +29,8 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+from trt_plugin_kit.triton.metrics import parse_metrics
+from trt_plugin_kit.triton.options import ServerLocation
 
 from loadtests.perf import data as perf_data
 from loadtests.perf import tool as perf_tool
@@ -43,10 +45,9 @@ from trt_plugin_kit.interface import (
     PIPELINE_INPUT,
     REPO_ROOT,
 )
+from trt_plugin_kit.serving.host import Ports
 from trt_plugin_kit.serving.preprocess import decode_digit
-from trt_plugin_kit.serving.server import Ports, TritonServer
-from trt_plugin_kit.triton.metrics import parse_metrics
-from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.serving.server import TritonServer
 
 PROG = "python -m loadtests.response_cache"
 DEFAULT_OUT = REPO_ROOT / "records" / "response-cache"

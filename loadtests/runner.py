@@ -36,18 +36,20 @@ from loadtests.options import (
     workload_from_args,
 )
 from loadtests.workloads import WorkloadConfig, digit_source
-from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
-from trt_plugin_kit.triton.options import (
+from trt_plugin_kit.interface import MNIST, MNIST_PIPELINE, REPO_ROOT
+from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
+from trt_plugin_kit.tritonserver.options import (
     ServerLocation,
     add_env_argument,
     add_server_location_arguments,
     add_server_variant_argument,
     fraction,
+    join_negative_values,
     non_negative_float,
     positive_seconds,
 )
-from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready
+from trt_plugin_kit.tritonserver.protocol import NotReady, wait_until_ready
 
 LOCUSTFILE = Path(__file__).resolve().parent / "locustfile.py"
 USER_CLASSES = {"http": "HttpTritonUser", "grpc": "GrpcTritonUser"}
@@ -199,6 +201,7 @@ def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
     deadline = time.monotonic() + duration + 60 + plan.users / plan.spawn_rate
     history_csv = plan.out_dir / f"{report.CSV_PREFIX}_stats_history.csv"
     live_stats = plan.out_dir / LIVE_STATS_FILE
+    live_stats.unlink(missing_ok=True)
     progress = tqdm(total=round(duration), desc=label, bar_format=PROGRESS_FORMAT, leave=True)
     with log_path.open("w") as log, progress as bar:
         process = subprocess.Popen(
@@ -211,7 +214,10 @@ def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
         reports = (plan.out_dir / report.FINAL_STATS_FILE, plan.out_dir / "locust.html")
         stuck_at_exit = False
         try:
-            start, reports_done_at = time.monotonic(), None
+            # The run's clock starts when Locust's test does (its first live totals): Locust takes about 2 s
+            # to start, which the bar counted as seconds of a run that sent nothing.
+            start, reports_done_at = None, None
+            bar.set_postfix_str("starting Locust", refresh=True)
             while process.poll() is None:
                 # Its reports written, Locust has nothing left but to exit. Once in five failover runs (a
                 # replica killed under it) it hung there instead, cause not found: not a failed run.
@@ -227,8 +233,10 @@ def run_locust(plan: RunPlan, label: str) -> report.RunSummary:
                 if time.monotonic() > deadline:
                     raise LoadTestError(f"Locust did not finish in time; see {log_path}")
                 time.sleep(1.0)
-                bar.n = min(round(time.monotonic() - start), bar.total)
                 totals = _running_totals(live_stats)
+                if totals and start is None:
+                    start = time.monotonic()
+                bar.n = min(round(time.monotonic() - start), bar.total) if start is not None else 0
                 if totals:
                     bar.set_postfix_str(_describe_totals(totals), refresh=False)
                 bar.refresh()
@@ -415,22 +423,23 @@ def write_sweep_summary(results: list[tuple[int, report.RunSummary]], out_dir: P
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(join_negative_values(sys.argv[1:] if argv is None else argv))
     user_counts = args.users
     workload = workload_from_args(args)
+    models = [kind for kind, weight in workload.mix.items() if weight > 0]
     try:
-        source = digit_source(workload.mnist_dir)
+        # Digits only for a mix that sends them (a summary of "1024 MNIST dev digits" for l2norm was wrong).
+        source = digit_source(workload.mnist_dir) if set(models) & {MNIST, MNIST_PIPELINE} else None
         workload.build_tasks()  # fails here, with the reason, on bad sizes
     except (ValueError, FileNotFoundError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
-    if source.note:
+    if source is not None and source.note:
         print(f"note: {source.note}", file=sys.stderr)
     thresholds = report.Thresholds(args.max_failure_ratio, args.max_p99_ms)
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     out_dir = args.reports_dir or REPO_ROOT / "reports" / f"loadtest-{stamp}"
-    models = [kind for kind, weight in workload.mix.items() if weight > 0]
     with ExitStack() as stack:
         try:
             if args.start_server:
@@ -453,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                     timeout_s=args.timeout,
                     out_dir=out_dir / f"users-{users}" if len(user_counts) > 1 else out_dir,
                     thresholds=thresholds,
-                    digits=source.description,
+                    digits=source.description if source else "none (no digit model in the mix)",
                     extra_info={"triton_version": version},
                 )
                 for users in user_counts

@@ -21,7 +21,7 @@ from PIL import Image
 from tritonclient.utils import InferenceServerException
 
 from loadtests import any_model
-from loadtests.outcomes import RequestFailure, ResponseCheckError, locust_name, request_name  # noqa: F401 - also this module's names
+from loadtests.outcomes import ResponseCheckError, request_name
 from trt_plugin_kit.interface import (
     L2NORM,
     L2NORM_INPUT,
@@ -35,7 +35,6 @@ from trt_plugin_kit.interface import (
 )
 from trt_plugin_kit.models import mnist as mnist_data
 from trt_plugin_kit.specs.reference import l2_normalize
-from trt_plugin_kit.triton.options import parse_weights  # noqa: F401 - the mixes' parser, used from here
 
 PROTOCOLS = ("http", "grpc")
 # Request kinds, named after the model each one calls (the names of the serving interface).

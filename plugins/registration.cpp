@@ -4,6 +4,7 @@
 #include "common/registration.h"
 
 #include <NvInferRuntime.h>
+#include <NvInferVersion.h>
 
 #include <mutex>
 #include <vector>
@@ -82,8 +83,21 @@ std::vector<nvinfer1::IPluginCreatorInterface*> const& libraryCreators() noexcep
 
 }  // namespace trt_plugin_kit
 
+#define TRT_PLUGIN_KIT_STRING(x) #x
+#define TRT_PLUGIN_KIT_VERSION_STRING(x) TRT_PLUGIN_KIT_STRING(x)
+
 extern "C"
 {
+    // The TensorRT headers this library was compiled against, readable in the file without loading it:
+    // trt_plugin_kit/engines/artifact_checks.py reads it before build_engines.py loads the library, since
+    // loading runs the static registrations above, which call the registry's virtual functions, and
+    // TensorRT 11 (and TensorRT-RTX) removed four of TensorRT 10's (a library of the other major's headers
+    // would call the wrong ones).
+    __attribute__((used, visibility("default"))) extern char const trtPluginKitBuiltAgainst[];
+    char const trtPluginKitBuiltAgainst[] = "trt_plugin_kit built against TensorRT headers "
+        TRT_PLUGIN_KIT_VERSION_STRING(NV_TENSORRT_MAJOR) "." TRT_PLUGIN_KIT_VERSION_STRING(NV_TENSORRT_MINOR) "."
+        TRT_PLUGIN_KIT_VERSION_STRING(NV_TENSORRT_PATCH) "." TRT_PLUGIN_KIT_VERSION_STRING(NV_TENSORRT_BUILD);
+
     // Called by TensorRT before getCreators so that our messages reach the application's logger.
     __attribute__((visibility("default"))) void setLoggerFinder(nvinfer1::ILoggerFinder* finder)
     {

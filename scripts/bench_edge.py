@@ -34,7 +34,8 @@ from tritonclient.grpc import service_pb2 as pb
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.serving.edge.contract import NATIVE_GRPC_ENV
 from trt_plugin_kit.serving.edge.native_front import native_binary
-from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.serving.host import Ports
+from trt_plugin_kit.serving.server import TritonServer
 
 OUT_DIR = REPO_ROOT / "records" / "edge"
 PYTHON_FRONT = "edge on, Python gRPC front"
@@ -167,75 +168,76 @@ def machine() -> str:
     return f"{platform.machine()} {model}, {len(os.sched_getaffinity(0))} cores"
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per round and target")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument(
+        "--kinds",
+        default="",
+        help="only the request kinds whose name holds this (e.g. JSON); no record written",
+    )
+    parser.add_argument(
         "--python-grpc-front",
         action="store_true",
         help="also the edge with its Python gRPC front (gRPC rows)",
     )
-    args = parser.parse_args()
-    record_path = OUT_DIR / "edge-overhead.json"
-    replaced = json.loads(record_path.read_text()) if record_path.is_file() else None
-    grpc_front = "compiled (edge/native)" if native_binary() is not None else "Python (grpcio)"
-    results = {}
-    load_before = os.getloadavg()
-    with contextlib.ExitStack() as stack:
-        servers = {
-            "edge on": stack.enter_context(TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3)),
-            "edge off": stack.enter_context(
-                TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3, edge="off")
-            ),
-        }
-        if args.python_grpc_front:
-            os.environ[NATIVE_GRPC_ENV] = "off"  # read by the edge process this server starts
-            servers[PYTHON_FRONT] = stack.enter_context(
-                TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3)
-            )
-            del os.environ[NATIVE_GRPC_ENV]
-        plan = [("http", kind, spec) for kind, spec in http_kinds().items()]
-        plan += [("grpc", kind, payload) for kind, payload in grpc_kinds().items()]
-        for protocol, kind, spec in plan:
-            targets = {n: s for n, s in servers.items() if protocol == "grpc" or n != PYTHON_FRONT}
-            collected = {name: ([], 0) for name in targets}
-            cpu = {name: [0.0, 0.0] for name in targets}  # server tree, this client (seconds)
-            for round_index in range(args.rounds):
-                for name, server in targets.items():
-                    print(f"{protocol} {kind}: round {round_index + 1}/{args.rounds}, {name} ...", flush=True)
-                    if protocol == "http":
-                        path, body, headers = spec
-                        run = hammer_http(
-                            f"http://{server.http_url}", path, body, headers, args.seconds, args.concurrency
-                        )
-                    else:
-                        run = hammer_grpc(server.grpc_url, spec, args.seconds, args.concurrency)
-                    roots = [p.pid for p in (server.process, server.edge_process) if p is not None]
-                    server_before, client_before = tree_cpu_seconds(roots), sum(os.times()[:2])
-                    latencies, failures = asyncio.run(run)
-                    cpu[name][0] += tree_cpu_seconds(roots) - server_before
-                    cpu[name][1] += sum(os.times()[:2]) - client_before
-                    previous = collected[name]
-                    collected[name] = (previous[0] + latencies, previous[1] + failures)
-            seconds = args.seconds * args.rounds
-            row = {name: summarize(*collected[name], seconds, *cpu[name]) for name in targets}
-            row["throughput_ratio"] = round(
-                row["edge on"]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
-            )
-            row["cpu_ratio"] = round(
-                row["edge off"]["cpu_us_per_request"] / row["edge on"]["cpu_us_per_request"], 3
-            )
-            if PYTHON_FRONT in row:
-                row["python_front_throughput_ratio"] = round(
-                    row[PYTHON_FRONT]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
+    return parser.parse_args()
+
+
+def start_servers(stack: contextlib.ExitStack, python_front: bool) -> dict[str, TritonServer]:
+    servers = {
+        "edge on": stack.enter_context(TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3)),
+        "edge off": stack.enter_context(
+            TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3, edge="off")
+        ),
+    }
+    if python_front:
+        os.environ[NATIVE_GRPC_ENV] = "off"  # read by the edge process this server starts
+        servers[PYTHON_FRONT] = stack.enter_context(
+            TritonServer(variant="cpu", ports=Ports.free(), exit_timeout_s=3)
+        )
+        del os.environ[NATIVE_GRPC_ENV]
+    return servers
+
+
+def measure(args, protocol: str, kind: str, spec, targets: dict[str, TritonServer]) -> dict:
+    """One request kind against every target, in alternating rounds: its row of the record."""
+    collected = {name: ([], 0) for name in targets}
+    cpu = {name: [0.0, 0.0] for name in targets}  # server tree, this client (seconds)
+    for round_index in range(args.rounds):
+        for name, server in targets.items():
+            print(f"{protocol} {kind}: round {round_index + 1}/{args.rounds}, {name} ...", flush=True)
+            if protocol == "http":
+                path, body, headers = spec
+                run = hammer_http(
+                    f"http://{server.http_url}", path, body, headers, args.seconds, args.concurrency
                 )
-                row["python_front_cpu_ratio"] = round(
-                    row["edge off"]["cpu_us_per_request"] / row[PYTHON_FRONT]["cpu_us_per_request"], 3
-                )
-            results[f"{protocol}: {kind}"] = row
-            print(f"{protocol}: {kind}: {json.dumps(row)}", flush=True)
+            else:
+                run = hammer_grpc(server.grpc_url, spec, args.seconds, args.concurrency)
+            roots = [p.pid for p in (server.process, server.edge_process) if p is not None]
+            server_before, client_before = tree_cpu_seconds(roots), sum(os.times()[:2])
+            latencies, failures = asyncio.run(run)
+            cpu[name][0] += tree_cpu_seconds(roots) - server_before
+            cpu[name][1] += sum(os.times()[:2]) - client_before
+            previous = collected[name]
+            collected[name] = (previous[0] + latencies, previous[1] + failures)
+    seconds = args.seconds * args.rounds
+    row = {name: summarize(*collected[name], seconds, *cpu[name]) for name in targets}
+    row["throughput_ratio"] = round(row["edge on"]["requests_per_s"] / row["edge off"]["requests_per_s"], 3)
+    row["cpu_ratio"] = round(row["edge off"]["cpu_us_per_request"] / row["edge on"]["cpu_us_per_request"], 3)
+    if PYTHON_FRONT in row:
+        row["python_front_throughput_ratio"] = round(
+            row[PYTHON_FRONT]["requests_per_s"] / row["edge off"]["requests_per_s"], 3
+        )
+        row["python_front_cpu_ratio"] = round(
+            row["edge off"]["cpu_us_per_request"] / row[PYTHON_FRONT]["cpu_us_per_request"], 3
+        )
+    return row
+
+
+def make_record(args, results: dict, grpc_front: str, load_before, replaced: dict | None) -> dict:
     commit = subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT, check=False
     ).stdout.strip()
@@ -263,19 +265,22 @@ def main() -> int:
                 k: v["cpu_ratio"] for k, v in replaced.get("results", {}).items() if "cpu_ratio" in v
             },
         }
-    OUT_DIR.mkdir(parents=True, exist_ok=True)
-    record_path.write_text(json.dumps(record, indent=2) + "\n")
+    return record
+
+
+def markdown(record: dict) -> list[str]:
     lines = [
         "# What the edge costs (CPU variant)",
         "",
-        f"Measured by `{record['command']}` on {record['date']} (commit {commit}): {record['machine']}, "
-        f"{args.concurrency} concurrent clients on the same machine, "
-        f"{record['seconds_per_target']:.0f} s per target in {args.rounds} alternating rounds. "
+        f"Measured by `{record['command']}` on {record['date']} (commit {record['commit']}): "
+        f"{record['machine']}, {record['concurrency']} concurrent clients on the same machine, "
+        f"{record['seconds_per_target']:.0f} s per target in alternating rounds. "
         "Edge on = `make serve` (the edge on the public ports, tritonserver on private sockets); "
         "edge off = the same server with `--edge off`. Load generator, edge and tritonserver share the "
         "cores, so the ratio is the edge's whole cost at saturation. "
-        f"The edge's gRPC front: {grpc_front}. The machine was shared with other work (load average "
-        f"{record['load_average_before_after'][0]} before, {record['load_average_before_after'][1]} after): "
+        f"The edge's gRPC front: {record['grpc_front']}. The machine was shared with other work "
+        f"(load average {record['load_average_before_after'][0]} before, "
+        f"{record['load_average_before_after'][1]} after): "
         "the rounds alternate the targets so that it falls on each alike.",
         "",
         "CPU µs/request: the server's processes (tritonserver, its Python stubs, the edge) plus this client, "
@@ -285,35 +290,9 @@ def main() -> int:
         "| request | target | req/s | p50 ms | p99 ms | failures | CPU µs/request (server + client) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for kind, by_target in results.items():
-        for name in ("edge on", "edge off", PYTHON_FRONT):
-            if name not in by_target:
-                continue
-            row = by_target[name]
-            cpu_cell = (
-                f"{row['cpu_us_per_request']} ({row['server_cpu_us_per_request']} + "
-                f"{row['client_cpu_us_per_request']})"
-            )
-            cells = [
-                kind,
-                name,
-                row["requests_per_s"],
-                row["p50_ms"],
-                row["p99_ms"],
-                row["failures"],
-                cpu_cell,
-            ]
-            lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
-        lines.append(
-            f"| {kind} | **on / off: throughput, CPU ratio** | **{by_target['throughput_ratio']}** | | | | "
-            f"**{by_target['cpu_ratio']}** |"
-        )
-        if "python_front_throughput_ratio" in by_target:
-            lines.append(
-                f"| {kind} | {PYTHON_FRONT} / off | {by_target['python_front_throughput_ratio']} | | | | "
-                f"{by_target['python_front_cpu_ratio']} |"
-            )
-    if replaced is not None:
+    for kind, by_target in record["results"].items():
+        lines += markdown_rows(kind, by_target)
+    if "previous" in record:
         before = record["previous"]
         lines += [
             "",
@@ -321,6 +300,57 @@ def main() -> int:
             + ", ".join(f"{kind} {ratio}" for kind, ratio in before["throughput_ratio"].items())
             + ".",
         ]
+    return lines
+
+
+def markdown_rows(kind: str, by_target: dict) -> list[str]:
+    lines = []
+    for name in ("edge on", "edge off", PYTHON_FRONT):
+        if name not in by_target:
+            continue
+        row = by_target[name]
+        cpu_cell = (
+            f"{row['cpu_us_per_request']} ({row['server_cpu_us_per_request']} + "
+            f"{row['client_cpu_us_per_request']})"
+        )
+        cells = [kind, name, row["requests_per_s"], row["p50_ms"], row["p99_ms"], row["failures"], cpu_cell]
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    lines.append(
+        f"| {kind} | **on / off: throughput, CPU ratio** | **{by_target['throughput_ratio']}** | | | | "
+        f"**{by_target['cpu_ratio']}** |"
+    )
+    if "python_front_throughput_ratio" in by_target:
+        lines.append(
+            f"| {kind} | {PYTHON_FRONT} / off | {by_target['python_front_throughput_ratio']} | | | | "
+            f"{by_target['python_front_cpu_ratio']} |"
+        )
+    return lines
+
+
+def main() -> int:
+    args = parse_args()
+    record_path = OUT_DIR / "edge-overhead.json"
+    replaced = json.loads(record_path.read_text()) if record_path.is_file() else None
+    grpc_front = "compiled (edge/native)" if native_binary() is not None else "Python (grpcio)"
+    results = {}
+    load_before = os.getloadavg()
+    with contextlib.ExitStack() as stack:
+        servers = start_servers(stack, args.python_grpc_front)
+        plan = [("http", kind, spec) for kind, spec in http_kinds().items()]
+        plan += [("grpc", kind, payload) for kind, payload in grpc_kinds().items()]
+        plan = [
+            (protocol, kind, spec) for protocol, kind, spec in plan if args.kinds in f"{protocol}: {kind}"
+        ]
+        for protocol, kind, spec in plan:
+            targets = {n: s for n, s in servers.items() if protocol == "grpc" or n != PYTHON_FRONT}
+            results[f"{protocol}: {kind}"] = row = measure(args, protocol, kind, spec, targets)
+            print(f"{protocol}: {kind}: {json.dumps(row)}", flush=True)
+    if args.kinds:
+        return 0  # a partial run: its rows are printed above, the record stays whole
+    record = make_record(args, results, grpc_front, load_before, replaced)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    record_path.write_text(json.dumps(record, indent=2) + "\n")
+    lines = markdown(record)
     (OUT_DIR / "edge-overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

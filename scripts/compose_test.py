@@ -46,7 +46,9 @@ from trt_plugin_kit.deploy import compose, debian_root
 from trt_plugin_kit.deploy.wheelhouse import WHEELHOUSE, stale_wheels
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models.mnist import DEFAULT_DATA_DIR, DEV_IMAGES_FILE
-from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES, free_port
+from trt_plugin_kit.serving.edge.native_front import BINARY_NAME, DEFAULT_BINARY
+from trt_plugin_kit.serving.host import free_port
+from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES
 
 # Never the user's own project (`down -v` removes its volumes), and one per run: two runs on one Docker daemon
 # (two checkouts, CI beside a developer) must not take each other's containers down.
@@ -256,6 +258,22 @@ def build_wheelhouse(runner: Runner) -> None:
     print(f"{len(list(WHEELHOUSE.glob('*.whl')))} wheels", flush=True)
 
 
+def stage_edge_binary(runner: Runner) -> None:
+    """The edge's compiled gRPC front, as `make edge-native` builds it here, for the image (which cannot build
+    it with no network): docker/wheelhouse/edge-native/ (docker/python.Dockerfile, stage edge-native)."""
+    runner.run(
+        ["make", "--no-print-directory", "edge-native"], log=runner.run_dir / "edge-native.log", timeout=600
+    )
+    if not DEFAULT_BINARY.is_file():
+        raise CheckFailed(
+            f"make edge-native built no {DEFAULT_BINARY} (libnghttp2-dev, libssl-dev, zlib1g-dev?)"
+        )
+    staged = WHEELHOUSE / "edge-native" / BINARY_NAME
+    staged.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(DEFAULT_BINARY, staged)
+    print(f"the edge's compiled gRPC front staged in {staged.parent}", flush=True)
+
+
 # ---------------------------------------------------------------------------------------------------
 # The checks
 
@@ -343,7 +361,7 @@ def check_restart(runner: Runner, compose: list[str], ports: dict[str, int]) -> 
     kill = (
         "import os, signal\n"
         "for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-        "    if b'scripts/serve.py' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
+        "    if b'trt-plugin-kit\\0serve' in open(f'/proc/{pid}/cmdline', 'rb').read():\n"
         "        os.kill(int(pid), signal.SIGKILL)\n"
     )
     killed_at = time.monotonic()
@@ -371,6 +389,8 @@ def check_logs(runner: Runner, compose: list[str]) -> None:
     ]
     if errors:
         raise CheckFailed(f"errors in {SERVICE}'s log ({log}):\n" + "\n".join(errors[:20]))
+    if any("native gRPC front is not built" in line for line in lines):
+        raise CheckFailed(f"{SERVICE} serves gRPC from the Python front: its image lacks the compiled one")
     starts = sum("Triton Inference Server is ready." in line for line in lines)
     print(f"{SERVICE}'s log: {len(lines)} lines, {starts} ready starts, no error but the known CPU-only ones")
 
@@ -443,6 +463,7 @@ def set_up(runner: Runner, env: dict) -> list[str]:
             raise CheckFailed(f"{image} has Python {version}, the wheelhouse is made by Python {here}")
     with runner.step("wheelhouse"):
         build_wheelhouse(runner)
+        stage_edge_binary(runner)
     with runner.step("build images (offline)"):
         runner.run([*compose, "--profile", "loadtest", "build"], env=env, log=runner.run_dir / "build.log")
     return compose

@@ -22,7 +22,7 @@ from PIL import Image, ImageFilter
 
 from trt_plugin_kit.interface import SAMPLES_DIR
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.tritonserver import options as cli_options
 
 SEED = 5
 

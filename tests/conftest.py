@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy  # noqa: F401 - loads numpy's BLAS, which --blas-threads limits (threadpoolctl sees loaded ones)
 import pytest
 
-from trt_plugin_kit.serving.server import MODEL_REPOSITORY, Ports, ServingError, TritonServer
+from trt_plugin_kit.interface import MODEL_REPOSITORY
+from trt_plugin_kit.serving.host import Ports, ServingError
+from trt_plugin_kit.serving.server import TritonServer
 
 SERVER_START_ATTEMPTS = 3  # a port picked as free can be taken by someone else before Triton binds it
 SERVER_READY_TIMEOUT_S = 180.0

@@ -7,30 +7,61 @@ the interface users rely on: renaming one here renames it everywhere, which is t
 
 from __future__ import annotations
 
+import functools
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 # ---------------------------------------------------------------------------------------------------------
 # Paths inside a checkout
+#
+# The checkout is located in one place, checkout(), and only when a path below is first used (this module's
+# __getattr__), never when it is imported: the serving image puts the package on PYTHONPATH without a
+# checkout around it, and what runs there (the edge, the Python backend's stubs) needs none of these paths.
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-MODEL_REPOSITORY = REPO_ROOT / "model_repository"
 # One folder per plugin (sources, spec.yaml, reference.py, README.md); see trt_plugin_kit/specs/spec.py.
 # The serving process names its own in PLUGINS_DIR_ENV for the Python backend's stubs: a stub's Python ignores
 # PYTHONPATH and imports the kit from the virtual environment's install, which may be another checkout's (a
 # copy sharing the venv, as the scaffold test's), whose plugins/ lacks the copy's new plugins.
 PLUGINS_DIR_ENV = "TRT_PLUGIN_KIT_PLUGINS_DIR"
-PLUGINS_DIR = Path(os.environ.get(PLUGINS_DIR_ENV) or REPO_ROOT / "plugins")
-BUILD_DIR = REPO_ROOT / "build"
-MODELS_DIR = REPO_ROOT / "models"
-ONNX_DIR = MODELS_DIR / "onnx"
-SAMPLES_DIR = REPO_ROOT / "samples" / "digits"
-# Data that lives beside the checkout (not in git): the MNIST digits for evaluation and load tests.
-SHARED_DIR = REPO_ROOT.parent / "shared"
-# The 8,000 MNIST dev digits (IDX files, trt_plugin_kit/models/mnist.py); $MNIST_DIR or --mnist-dir point
-# elsewhere.
-MNIST_DIR = SHARED_DIR / "data" / "mnist"
+# The 8,000 MNIST dev digits (IDX files, trt_plugin_kit/models/mnist.py) live beside the checkout (not in
+# git), in SHARED_DIR/data/mnist; $MNIST_DIR or --mnist-dir point elsewhere.
 MNIST_DIR_ENV = "MNIST_DIR"
+
+
+@functools.cache
+def checkout() -> Path:
+    """The repository this package belongs to: the folder holding it (an editable install, as `make venv`
+    makes, or a source tree on PYTHONPATH)."""
+    return Path(__file__).resolve().parents[1]
+
+
+_CHECKOUT_PATHS: dict[str, Callable[[Path], Path]] = {
+    "REPO_ROOT": lambda root: root,
+    "MODEL_REPOSITORY": lambda root: root / "model_repository",
+    "PLUGINS_DIR": lambda root: Path(os.environ.get(PLUGINS_DIR_ENV) or root / "plugins"),
+    "BUILD_DIR": lambda root: root / "build",
+    "MODELS_DIR": lambda root: root / "models",
+    "ONNX_DIR": lambda root: root / "models" / "onnx",
+    "SAMPLES_DIR": lambda root: root / "samples" / "digits",
+    # Data that lives beside the checkout (not in git): the MNIST digits for evaluation and load tests.
+    "SHARED_DIR": lambda root: root.parent / "shared",
+    "MNIST_DIR": lambda root: root.parent / "shared" / "data" / "mnist",
+}
+
+
+def __getattr__(name: str) -> Path:
+    """A checkout path (REPO_ROOT, MODEL_REPOSITORY, PLUGINS_DIR, ...), computed on first use and kept."""
+    if name not in _CHECKOUT_PATHS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = _CHECKOUT_PATHS[name](checkout())
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_CHECKOUT_PATHS])
+
 
 # ---------------------------------------------------------------------------------------------------------
 # The plugin library
@@ -51,6 +82,9 @@ L2NORM = "l2norm"
 MNIST_PREPROCESS = "mnist_preprocess"
 MNIST_PIPELINE = "mnist_pipeline"
 MODEL_NAMES = (MNIST, L2NORM, MNIST_PREPROCESS, MNIST_PIPELINE)
+# The second model family (issue 43): a small ViT with mnist's input and output, served like a model of one's
+# own (model.onnx, the plugin_onnx stand-in on the CPU): not among MODEL_NAMES, which every repository holds.
+MNIST_VIT = "mnist_vit"
 # Models with a TensorRT engine (1/model.plan, built by build_engines.py) as their default configuration.
 TENSORRT_MODELS = (MNIST, L2NORM)
 # ONNX flavours of the TensorRT models: custom plugin nodes, or standard operators only.
@@ -71,6 +105,19 @@ PLUGIN_ONNX_BACKEND = "plugin_onnx"
 MODEL_ONNX_FILE = "model.onnx"
 VARIANT_ENV = "TRITON_VARIANT"  # the variant `make serve` and the tools that start a server pick
 CPU_MODEL_CONFIG_NAME = "cpu"
+
+
+def repository_models(model_repository: Path | None = None) -> list[str]:
+    """The models a server of ``model_repository`` serves: ours and those added (new-plugin's), sorted."""
+    folder = Path(model_repository or __getattr__("MODEL_REPOSITORY"))
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if (p / "config.pbtxt").is_file() or (p / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt").is_file()
+    )
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Endpoints

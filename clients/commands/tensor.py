@@ -20,7 +20,13 @@ from clients.errors import BadInputError, ModelUnavailableError, ServerUnreachab
 from clients.preflight import explain_unavailable
 from clients.runner import Job, OutputSpec, run_jobs
 from clients.triton import ConnectionSettings, TritonClient
-from trt_plugin_kit.triton.model_io import ModelDataError, ModelIO, check_inputs, generate_inputs, read_inputs
+from trt_plugin_kit.tritonserver.model_io import (
+    ModelDataError,
+    ModelIO,
+    check_inputs,
+    generate_inputs,
+    read_inputs,
+)
 
 
 def _inputs(args: argparse.Namespace, io: ModelIO) -> dict[str, np.ndarray]:

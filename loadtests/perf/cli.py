@@ -4,6 +4,7 @@ both protocols, a concurrency sweep, one report. See loadtests/README.md, "perf_
     make serve                                  # one terminal
     make perf                                   # another: reports/perf-<UTC time>/report.md + perf.png
     make perf PERF_ARGS="--concurrency 1,4 --protocol grpc --models mnist"
+    make perf PERF_ARGS="--models my_model"     # any served model: data from its metadata, or --model-data
     make perf PERF_ARGS="--compare-edge"        # starts two CPU servers itself: edge on vs --edge off
 
 Exit status: 0 when every run measured without an error, 1 when one failed (its row says why), 2 for bad
@@ -25,9 +26,14 @@ from loadtests.perf import data as perf_data
 from loadtests.perf import report, tool
 from loadtests.perf.sweep import SweepSettings, sweep
 from trt_plugin_kit.interface import PROTOCOLS, REPO_ROOT
-from trt_plugin_kit.triton import options as cli
-from trt_plugin_kit.triton.options import ServerLocation
-from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready
+from trt_plugin_kit.tritonserver import options as cli
+from trt_plugin_kit.tritonserver.options import ServerLocation
+from trt_plugin_kit.tritonserver.protocol import ModelsNotServed, NotReady, wait_until_ready
+
+try:
+    from loadtests import any_model
+except ImportError:  # the compose perf image (no tritonclient): the kit's models only
+    any_model = None
 
 
 def int_list(text: str) -> tuple[int, ...]:
@@ -49,6 +55,21 @@ def name_list(allowed: tuple[str, ...], what: str):
 
     parse.__name__ = what
     return parse
+
+
+def model_list(text: str) -> tuple[str, ...]:
+    """The kit's models and any other model name (a model of the server, checked there)."""
+    names = tuple(part.strip() for part in str(text).split(",") if part.strip())
+    if not names:
+        raise ValueError("expected model names such as mnist,l2norm")
+    for name in names:
+        if name not in perf_data.PERF_MODELS and any_model is None:
+            raise ValueError(
+                f"{name}: this image measures the kit's models only ({', '.join(perf_data.PERF_MODELS)})"
+            )
+        if name not in perf_data.PERF_MODELS and not any_model.MODEL_NAME.match(name):
+            raise ValueError(f"{name!r} is not a model name")
+    return names
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -74,9 +95,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--models",
         variable="PERF_MODELS",
         default=perf_data.PERF_MODELS,
-        convert=name_list(perf_data.PERF_MODELS, "model"),
+        convert=model_list,
         metavar="LIST",
-        help="models, one run each",
+        help="models, one run each: the kit's, or any the server serves (data from its metadata: "
+        "--model-range, --model-dim; or --model-data NAME=FILE; items per request --model-batch)",
     )
     add(
         group,
@@ -113,6 +135,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--admin-key; the server must share this host's /dev/shm) (default: none; $PERF_SHARED_MEMORY)",
     )
     cli.add_admin_key_argument(group)
+    if any_model is not None:
+        any_model.add_arguments(
+            parser.add_argument_group("a model of yours (as the load test's --mix NAME=1)"), cli
+        )
     group = parser.add_argument_group("how and where")
     group.add_argument(
         "--tool",
@@ -139,7 +165,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="make what perf_analyzer needs (the Debian 13 root, or with --tool docker its image) and stop",
     )
-    return parser.parse_args(argv)
+    return parser.parse_args(cli.join_negative_values(sys.argv[1:] if argv is None else argv))
 
 
 def commit() -> str:
@@ -173,7 +199,6 @@ def run(args: argparse.Namespace) -> int:
     started = datetime.now(timezone.utc)
     out_dir = (args.reports_dir or REPO_ROOT / "reports" / f"perf-{started:%Y%m%dT%H%M%SZ}").resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
-    input_data = perf_data.write_input_data(out_dir / "input-data")
     settings = SweepSettings(
         concurrency=args.concurrency,
         measurement_ms=args.measurement_ms,
@@ -187,14 +212,17 @@ def run(args: argparse.Namespace) -> int:
         f"- tool: {perf.describe()}",
         f"- machine: {machine()}",
         f"- commit: {commit()}",
-        f"- requests: batch {', '.join(f'{m} {b}' for m, b in _batches(args.models))}; input data generated "
-        "from samples/digits/ and seeded vectors (loadtests/perf/data.py)",
+        "- requests: batch {batches}; input data {sources}",
         f"- sweep: concurrency {','.join(map(str, args.concurrency))}, measurement window "
         f"{args.measurement_ms} ms, stability {args.stability_percent} %, shared memory {args.shared_memory}",
     ]
     edge_off = None
     if args.compare_edge:
-        rows, edge_off = _compare_edge(perf, args, input_data, out_dir, settings)
+        try:
+            rows, edge_off = _compare_edge(perf, args, out_dir, settings)
+        except ValueError as problem:  # ModelDataError of a model of yours
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         from trt_plugin_kit.serving.edge.native_front import native_binary
 
         front = f"native ({native_binary()})" if native_binary() else "Python (no make edge-native build)"
@@ -212,26 +240,59 @@ def run(args: argparse.Namespace) -> int:
             try:  # the kit's one readiness check: both protocols and every model swept
                 wait_until_ready(location, models=args.models, timeout_s=5)
             except NotReady as problem:
-                print(f"error: {problem}; start one with `make serve`", file=sys.stderr)
+                hint = "" if isinstance(problem, ModelsNotServed) else "; start one with `make serve`"
+                print(f"error: {problem}{hint}", file=sys.stderr)
                 return 3
         header.append(f"- server: {location.describe()}")
+        try:
+            input_data = write_input_data(args, location, out_dir, settings)
+        except ValueError as problem:  # ModelDataError: the model's data does not fit (the message says why)
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
         rows = sweep(perf, args.models, args.protocol, location, input_data, out_dir, settings)
+    kits = [m for m in args.models if m in perf_data.PERF_MODELS]
+    yours = [m for m in args.models if m not in perf_data.PERF_MODELS]
+    sources = [f"{', '.join(kits)}: from samples/digits/ and seeded vectors" if kits else ""]
+    sources += [f"{', '.join(yours)}: from the server's metadata or --model-data" if yours else ""]
+    requests = next(n for n, line in enumerate(header) if line.startswith("- requests"))
+    header[requests] = header[requests].format(
+        batches=", ".join(f"{m} {settings.batches[m]}" for m in args.models),
+        sources="; ".join(filter(None, sources)) + " (loadtests/perf/data.py)",
+    )
     path = report.write(out_dir, header, rows, edge_off)
     failed = [row for row in rows + (edge_off or []) if not row.ok]
     print(f"report: {path}" + (f" ({len(failed)} runs FAILED)" if failed else ""), flush=True)
     return 1 if failed else 0
 
 
-def _batches(models: tuple[str, ...]):
-    from loadtests.perf.sweep import BATCH_SIZES
+def write_input_data(
+    args, location: ServerLocation, out_dir: Path, settings: SweepSettings
+) -> dict[str, Path]:
+    """perf_analyzer's input data for every model swept, in out_dir/input-data: the kit's from the repository,
+    a model of yours from what the server reports about it, as the load test's `--mix NAME=1` builds it
+    (its batch into settings.batches)."""
+    others = {}
+    for model in (m for m in args.models if m not in perf_data.PERF_MODELS):
+        from trt_plugin_kit.tritonserver.protocol import client_module  # noqa: PLC0415 - needs tritonclient
 
-    return [(model, BATCH_SIZES[model]) for model in models]
+        options = any_model.options_from_args(args)
+        client = client_module("http").InferenceServerClient(location.address("http"))
+        try:
+            io = any_model.fetch_model_io(client, "http", model)
+        finally:
+            client.close()
+        task = any_model.ModelTask(model, options)
+        task.prepare(io)  # the load test's checks: batch within max_batch_size, the file fits the model
+        others[model] = perf_data.any_model_data(io, task.pool)
+        settings.batches[model] = task.batch
+    return perf_data.write_input_data(out_dir / "input-data", others=others)
 
 
-def _compare_edge(perf, args, input_data, out_dir, settings):
+def _compare_edge(perf, args, out_dir, settings):
     """The sweep against a server with the edge and one without, model by model, in turn (machine load
     hits both alike)."""
-    from trt_plugin_kit.serving.server import Ports, TritonServer
+    from trt_plugin_kit.serving.host import Ports
+    from trt_plugin_kit.serving.server import TritonServer
 
     on_rows, off_rows = [], []
     with (
@@ -242,6 +303,7 @@ def _compare_edge(perf, args, input_data, out_dir, settings):
             variant="cpu", ports=Ports.free(), exit_timeout_s=3, edge="off", log_file=out_dir / "edge-off.log"
         ) as off,
     ):
+        input_data = write_input_data(args, on.location, out_dir, settings)
         for model in args.models:
             for protocol in args.protocol:
                 for rows, server, target in ((on_rows, on, "edge on"), (off_rows, off, "edge off")):

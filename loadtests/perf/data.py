@@ -12,6 +12,11 @@ hold; `mnist_pipeline` random strings are no images), so every model gets real d
                   as a length of about 1.2 billion)
   l2norm          FP32 vectors of a fixed seed, with their shape given (the input's dimension is -1)
 
+Any other model the server serves (a model of yours) gets its data from what the server reports about it
+(names, datatypes, per-item shapes: trt_plugin_kit/tritonserver/model_io.py), generated in --model-range, or
+from your file (--model-data NAME=FILE: .npy for one input, .npz with an array per input name), as the load
+test's `--mix NAME=1` sends it (loadtests/any_model.py): any_model_data.
+
 Each "data" entry is one batch-1 sample; perf_analyzer sends them round-robin and fills a batch of -b N from
 consecutive entries. The files are made at run time (a second each), never committed.
 """
@@ -23,6 +28,7 @@ import base64
 import json
 import struct
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -32,12 +38,16 @@ from trt_plugin_kit.interface import (
     MNIST,
     MNIST_INPUT,
     MNIST_PIPELINE,
+    MNIST_VIT,
     PIPELINE_INPUT,
     SAMPLES_DIR,
 )
 from trt_plugin_kit.serving.preprocess import decode_digit
 
-PERF_MODELS = (MNIST, MNIST_PIPELINE, L2NORM)
+if TYPE_CHECKING:  # model_io needs tritonclient, which the compose perf image lacks (the kit's models only)
+    from trt_plugin_kit.tritonserver.model_io import ModelIO
+
+PERF_MODELS = (MNIST, MNIST_PIPELINE, L2NORM, MNIST_VIT)  # mnist_vit: mnist's input, the same digits
 DEFAULT_L2NORM_DIM = 128  # the load test's default --l2norm-dim: both tools send the same requests
 L2NORM_VECTORS = 64
 SEED = 0
@@ -81,19 +91,42 @@ def l2norm_data(dim: int = DEFAULT_L2NORM_DIM, count: int = L2NORM_VECTORS) -> d
     }
 
 
-def write_input_data(out_dir: Path, l2norm_dim: int = DEFAULT_L2NORM_DIM) -> dict[str, Path]:
-    """{model: path of its input-data JSON} for every model of PERF_MODELS, written into out_dir."""
+def any_model_data(io: ModelIO, arrays: dict[str, np.ndarray]) -> dict:
+    """perf_analyzer's input data for any model: one entry per item (its shape given, so that dynamic dims
+    are filled), or the one sample of a model without a batch dimension."""
+    from trt_plugin_kit.tritonserver.model_io import ModelDataError  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    if any(tensor.datatype == "BYTES" for tensor in io.inputs):
+        raise ModelDataError(f"{io.name} has BYTES inputs: make perf generates numeric inputs only")
+
+    def tensor(array: np.ndarray) -> dict:
+        little_endian = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
+        return {"content": _b64(little_endian.tobytes()), "shape": list(array.shape)}
+
+    if not io.batching:
+        return {"data": [{name: tensor(array) for name, array in arrays.items()}]}
+    items = len(next(iter(arrays.values())))
+    return {"data": [{name: tensor(array[i]) for name, array in arrays.items()} for i in range(items)]}
+
+
+def write_input_data(
+    out_dir: Path, l2norm_dim: int = DEFAULT_L2NORM_DIM, others: dict[str, dict] | None = None
+) -> dict[str, Path]:
+    """{model: path of its input-data JSON} for every model of PERF_MODELS and the `others` (model ->
+    any_model_data document), written into out_dir."""
     out_dir.mkdir(parents=True, exist_ok=True)
     pngs = sample_pngs()
     documents = {
         MNIST: mnist_data(pngs),
         MNIST_PIPELINE: pipeline_data(pngs),
         L2NORM: l2norm_data(l2norm_dim),
+        MNIST_VIT: mnist_data(pngs),
+        **(others or {}),
     }
     paths = {}
-    for model in PERF_MODELS:
+    for model, document in documents.items():
         paths[model] = out_dir / f"{model}.json"
-        paths[model].write_text(json.dumps(documents[model]))
+        paths[model].write_text(json.dumps(document))
     return paths
 
 

@@ -16,12 +16,17 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from loadtests.perf.tool import PerfAnalyzer
-from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER, L2NORM, MNIST, MNIST_PIPELINE
-from trt_plugin_kit.triton.options import ServerLocation
-from trt_plugin_kit.triton.protocol import REGION_RELEASE_WAIT_S, REGION_RETRY_S, client_module, region_in_use
+from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER, L2NORM, MNIST, MNIST_PIPELINE, MNIST_VIT
+from trt_plugin_kit.tritonserver.options import ServerLocation
+from trt_plugin_kit.tritonserver.protocol import (
+    REGION_RELEASE_WAIT_S,
+    REGION_RETRY_S,
+    client_module,
+    region_in_use,
+)
 
 # Samples per request, as the load test sends them (its --batch-size, --l2norm-batch; the pipeline takes one).
-BATCH_SIZES = {MNIST: 8, MNIST_PIPELINE: 1, L2NORM: 4}
+BATCH_SIZES = {MNIST: 8, MNIST_PIPELINE: 1, L2NORM: 4, MNIST_VIT: 8}
 # perf_analyzer's CSV columns (microseconds, averages over the measurement) -> our names.
 CSV_COLUMNS = {
     "Inferences/Second": "infer_per_s",
@@ -57,6 +62,8 @@ class SweepSettings:
     shared_memory: str = "none"  # or "system": tensors through /dev/shm regions (restricted API: admin key)
     admin_key: str | None = None
     timeout_s: float = 180.0
+    # Items per request per model: the kit's as the load test sends them; a model of yours --model-batch.
+    batches: dict[str, int] = field(default_factory=lambda: dict(BATCH_SIZES))
 
 
 @dataclass
@@ -85,7 +92,7 @@ def perf_arguments(
     settings: SweepSettings,
 ) -> list[str]:  # fmt: skip
     args = [
-        "-m", model, "-u", location.address(protocol), "-i", protocol, "-b", str(BATCH_SIZES[model]),
+        "-m", model, "-u", location.address(protocol), "-i", protocol, "-b", str(settings.batches[model]),
         "--input-data", str(data), "--concurrency-range", f"{concurrency}:{concurrency}",
         "--measurement-interval", str(settings.measurement_ms), "--stability-percentage",
         str(settings.stability_percent), "--max-trials", str(settings.max_trials),
@@ -143,7 +150,7 @@ def measure(
     stem = f"{target.replace(' ', '-') + '-' if target else ''}{model}-{protocol}-c{concurrency}"
     csv_file, log = workdir / f"{stem}.csv", workdir / f"{stem}.log"
     csv_file.unlink(missing_ok=True)
-    row = Row(model, protocol, concurrency, BATCH_SIZES[model], target)
+    row = Row(model, protocol, concurrency, settings.batches[model], target)
     command = tool.command(
         perf_arguments(model, protocol, concurrency, location, data, csv_file, settings), workdir
     )

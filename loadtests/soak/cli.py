@@ -47,16 +47,16 @@ from loadtests.soak.requests import MODELS, BadRequest, bad_requests, good_tasks
 from loadtests.soak.server import SoakServer, ensemble_models, settled_request_counts, triton_request_counts
 from loadtests.soak.workers import Mix, Sampler, Tally, Worker, run_load
 from loadtests.workloads import digit_source
-from trt_plugin_kit.serving.server import ServingError
-from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.options import (
+from trt_plugin_kit.serving.host import ServingError
+from trt_plugin_kit.tritonserver import options as cli_options
+from trt_plugin_kit.tritonserver.options import (
     ServerLocation,
     converter,
     positive_int,
     positive_seconds,
     requests_per_second,
 )
-from trt_plugin_kit.triton.protocol import NotReady
+from trt_plugin_kit.tritonserver.protocol import NotReady
 
 STUDY = "soak"
 PROGRAM = "python -m loadtests.soak"

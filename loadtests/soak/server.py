@@ -1,7 +1,7 @@
 """The server under soak, and what the soak reads from it: one the soak starts the way `make serve` does, or
 one already running; its memory (the process tree's resident set), Triton's statistics API (per-model request
 counts) and which models are ensembles. The soak's only reads of the server besides its requests and the
-sampler's Prometheus counters (trt_plugin_kit.triton.metrics)."""
+sampler's Prometheus counters (trt_plugin_kit.tritonserver.metrics)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,10 @@ from collections import defaultdict
 from pathlib import Path
 
 from trt_plugin_kit.interface import MODEL_NAMES
-from trt_plugin_kit.serving.server import Ports, TritonServer, choose_variant
-from trt_plugin_kit.triton.options import ServerLocation
-from trt_plugin_kit.triton.protocol import client_module, wait_until_ready
+from trt_plugin_kit.serving.host import Ports, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
+from trt_plugin_kit.tritonserver.options import ServerLocation
+from trt_plugin_kit.tritonserver.protocol import client_module, wait_until_ready
 
 STARTED_SERVER_READY_S = 300.0  # a server the soak starts may load its models for a while
 

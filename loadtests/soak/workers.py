@@ -17,9 +17,9 @@ from tritonclient.utils import InferenceServerException
 
 from loadtests.soak.requests import BadRequest
 from loadtests.workloads import PROTOCOLS, TritonTask
-from trt_plugin_kit.triton.metrics import REQUEST_FAILURE, REQUEST_SUCCESS, read_metrics
-from trt_plugin_kit.triton.options import ServerLocation
-from trt_plugin_kit.triton.protocol import Connection
+from trt_plugin_kit.tritonserver.metrics import REQUEST_FAILURE, REQUEST_SUCCESS, read_metrics
+from trt_plugin_kit.tritonserver.options import ServerLocation
+from trt_plugin_kit.tritonserver.protocol import Connection
 
 METRICS = (REQUEST_SUCCESS, REQUEST_FAILURE)
 MIB = 1024.0 * 1024.0

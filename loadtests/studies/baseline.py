@@ -26,7 +26,6 @@ from loadtests.runner import (
     EXIT_ERROR,
     EXIT_PASSED,
     EXIT_THRESHOLDS,
-    REPO_ROOT,
     LoadTestError,
     RunPlan,
     run_locust,
@@ -35,8 +34,9 @@ from loadtests.runner import (
 )
 from loadtests.studies.quiet import wait_until_quiet
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, digit_source
-from trt_plugin_kit.serving.server import ServingError, choose_variant
-from trt_plugin_kit.triton.options import (
+from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.serving.host import ServingError, choose_variant
+from trt_plugin_kit.tritonserver.options import (
     ServerLocation,
     add_server_location_arguments,
     add_server_variant_argument,

@@ -43,9 +43,9 @@ from trt_plugin_kit.deploy.balancer import (
     server_name,
 )
 from trt_plugin_kit.deploy.replica_slot import SLOT_STRIDE, free_slot_base, slot_ports
-from trt_plugin_kit.serving.server import free_port
-from trt_plugin_kit.triton import metrics
-from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.serving.host import free_port
+from trt_plugin_kit.tritonserver import metrics
+from trt_plugin_kit.tritonserver.options import ServerLocation
 
 REPLICAS = 3
 USERS = 6

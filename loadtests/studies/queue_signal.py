@@ -22,20 +22,14 @@ from pathlib import Path
 from loadtests import report
 from loadtests.options import parse_duration, parse_user_counts
 from loadtests.record import Record, add_output_argument, write_record
-from loadtests.runner import (
-    EXIT_ERROR,
-    EXIT_PASSED,
-    REPO_ROOT,
-    LoadTestError,
-    RunPlan,
-    run_locust,
-    wait_for_server,
-)
+from loadtests.runner import EXIT_ERROR, EXIT_PASSED, LoadTestError, RunPlan, run_locust, wait_for_server
 from loadtests.studies.quiet import wait_until_quiet
 from loadtests.workloads import PROTOCOLS, REQUEST_KINDS, WorkloadConfig, digit_source
-from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer, choose_variant
-from trt_plugin_kit.triton import metrics
-from trt_plugin_kit.triton.options import add_server_variant_argument
+from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.serving.host import Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
+from trt_plugin_kit.tritonserver import metrics
+from trt_plugin_kit.tritonserver.options import add_server_variant_argument
 
 STUDY = "queue-signal"
 PROGRAM = "python -m loadtests.queue_signal"

@@ -1,3 +1,4 @@
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "bench_kernels.h"
@@ -39,6 +40,12 @@ template <>
 __device__ __forceinline__ __half randomValue<__half>(uint64_t h)
 {
     return __float2half_rn(randomFloat(h));
+}
+
+template <>
+__device__ __forceinline__ __nv_bfloat16 randomValue<__nv_bfloat16>(uint64_t h)
+{
+    return __float2bfloat16_rn(randomFloat(h));
 }
 
 template <>
@@ -105,6 +112,8 @@ cudaError_t fillNonZero(nvinfer1::DataType type, void* data, size_t count, uint6
             return launchFill<float>(data, count, seed, stream);
         case nvinfer1::DataType::kHALF:
             return launchFill<__half>(data, count, seed, stream);
+        case nvinfer1::DataType::kBF16:
+            return launchFill<__nv_bfloat16>(data, count, seed, stream);
         case nvinfer1::DataType::kINT8:
             return launchFill<int8_t>(data, count, seed, stream);
         case nvinfer1::DataType::kINT32:

@@ -15,6 +15,7 @@ enum class ElementType : int32_t
     kHALF = 1,
     kINT8 = 2,
     kINT32 = 3,
+    kBF16 = 7,
 };
 
 }  // namespace trt_plugin_kit

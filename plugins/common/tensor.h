@@ -23,7 +23,8 @@ static_assert(
     static_cast<int32_t>(ElementType::kFLOAT) == static_cast<int32_t>(nvinfer1::DataType::kFLOAT) &&
         static_cast<int32_t>(ElementType::kHALF) == static_cast<int32_t>(nvinfer1::DataType::kHALF) &&
         static_cast<int32_t>(ElementType::kINT8) == static_cast<int32_t>(nvinfer1::DataType::kINT8) &&
-        static_cast<int32_t>(ElementType::kINT32) == static_cast<int32_t>(nvinfer1::DataType::kINT32),
+        static_cast<int32_t>(ElementType::kINT32) == static_cast<int32_t>(nvinfer1::DataType::kINT32) &&
+        static_cast<int32_t>(ElementType::kBF16) == static_cast<int32_t>(nvinfer1::DataType::kBF16),
     "ElementType must keep nvinfer1::DataType's values");
 //! What a kernel launcher is told for a tensor of `type` (a type no kernel takes stays a value none accepts).
 inline ElementType elementType(nvinfer1::DataType type)

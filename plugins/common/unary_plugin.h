@@ -69,6 +69,14 @@ protected:
     {
         return type == nvinfer1::DataType::kFLOAT || type == nvinfer1::DataType::kHALF;
     }
+
+    //! Stores the tactic TensorRT chose (PluginBase::setTactic checked it is 0..nbTactics()); each plugin
+    //! says how many it has and passes tactic() to its launcher, where 0 is the kernel's default launch.
+    void selectTactic(int32_t tactic) override { mTactic = tactic; }
+    int32_t tactic() const { return mTactic; }
+
+private:
+    int32_t mTactic{0};
 };
 
 }  // namespace trt_plugin_kit

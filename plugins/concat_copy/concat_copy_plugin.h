@@ -23,10 +23,14 @@ protected:
     TRT_PLUGIN_KIT_BUILD_HOOKS
     TRT_PLUGIN_KIT_CONFIGURE_HOOK
     TRT_PLUGIN_KIT_RUNTIME_HOOKS
+    //! The copy's launch shapes (concat_copy_kernel.h), timed by TensorRT on the build GPU.
+    int32_t nbTactics() const override;
+    void selectTactic(int32_t tactic) override { mTactic = tactic; }
 
 private:
     size_t mBytes0{0};
     size_t mBytes1{0};
+    int32_t mTactic{0};  // 0: the default launch
 };
 
 using ConcatCopyCreator = PluginCreator<ConcatCopyPlugin>;

@@ -113,8 +113,28 @@ __global__ void __launch_bounds__(Warps * 32)
     {
         acc[i] = 0.F;
     }
+    // The first packs of weights are loaded before waiting for the kernel before (a dependent launch): they
+    // are the plugin's constants, so their loads overlap that kernel's tail; x, its output, is read after the
+    // wait.
+    P firstWeights[kInFlight][C];
+    if (packs > 0)
+    {
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u)
+        {
+            int32_t const p = min(static_cast<int32_t>(threadIdx.x) + u * kThreads, packs - 1);
+#pragma unroll
+            for (int c = 0; c < C; ++c)
+            {
+                firstWeights[u][c] = wRows[c][p];
+            }
+        }
+    }
+    allowDependentKernels();
+    waitForPriorKernels();
     for (int32_t p0 = threadIdx.x; p0 < packs; p0 += kThreads * kInFlight)
     {
+        bool const first = p0 == static_cast<int32_t>(threadIdx.x);
         P xs[kInFlight][R];
         P ws[kInFlight][C];
 #pragma unroll
@@ -129,7 +149,7 @@ __global__ void __launch_bounds__(Warps * 32)
 #pragma unroll
             for (int c = 0; c < C; ++c)
             {
-                ws[u][c] = wRows[c][p];
+                ws[u][c] = first ? firstWeights[u][c] : wRows[c][p];
             }
         }
 #pragma unroll
@@ -225,19 +245,15 @@ cudaError_t launchDot(void const* x, void const* w, void const* bias, void* y, i
                            static_cast<uintptr_t>(k * static_cast<int64_t>(sizeof(T)));
     if ((bits & 15U) == 0)
     {
-        fcDotKernel<T, R, C, Warps, 16 / sizeof(T)>
-            <<<grid, Warps * 32, 0, stream>>>(xt, wt, bt, yt, n, k32, m32);
+        return launchDependent(fcDotKernel<T, R, C, Warps, 16 / sizeof(T)>, grid, dim3(Warps * 32), stream,
+                               xt, wt, bt, yt, n, k32, m32);
     }
-    else if ((bits & 3U) == 0)
+    if ((bits & 3U) == 0)
     {
-        fcDotKernel<T, R, C, Warps, 4 / sizeof(T)>
-            <<<grid, Warps * 32, 0, stream>>>(xt, wt, bt, yt, n, k32, m32);
+        return launchDependent(fcDotKernel<T, R, C, Warps, 4 / sizeof(T)>, grid, dim3(Warps * 32), stream, xt,
+                               wt, bt, yt, n, k32, m32);
     }
-    else
-    {
-        return cudaErrorNotSupported;  // FP16 with an odd K
-    }
-    return cudaGetLastError();
+    return cudaErrorNotSupported;  // FP16 with an odd K
 }
 
 // --------------------------------------------------------------------------------- tensor-core kernel

@@ -174,9 +174,52 @@ cudaError_t launchRows(T const* x, T* y, int64_t rows, int64_t rowVecs, float ep
 
 constexpr unsigned kMaxGrid = 65535U * 16U;
 
+//! Tactics 1..kRowTactics hold a row in kTacticThreadsPerRow[t - 1] threads (as few vectors per thread as
+//! hold it, 2 to 16); the last tactic is the two-pass kernel. Which tile is fastest depends on the GPU: on an
+//! H200 the default (a warp per FP16 row of 1024, 4 vectors a thread) missed 85% of copy bandwidth.
+constexpr int kTacticThreadsPerRow[] = {8, 16, 32, 64, 128, 256, 512};
+constexpr int32_t kRowTactics = sizeof(kTacticThreadsPerRow) / sizeof(kTacticThreadsPerRow[0]);
+constexpr int32_t kTwoPassTactic = kRowTactics + 1;
+constexpr int kMaxVecsPerThread = 16;
+
+template <typename T, int ThreadsPerRow>
+cudaError_t launchRowsHeldBy(T const* x, T* y, int64_t rows, int64_t rowVecs, float eps, cudaStream_t stream)
+{
+    int64_t const perThread = (rowVecs + ThreadsPerRow - 1) / ThreadsPerRow;
+    if (perThread <= 2) return launchRows<T, ThreadsPerRow, 2>(x, y, rows, rowVecs, eps, stream);
+    if (perThread <= 4) return launchRows<T, ThreadsPerRow, 4>(x, y, rows, rowVecs, eps, stream);
+    if (perThread <= 8) return launchRows<T, ThreadsPerRow, 8>(x, y, rows, rowVecs, eps, stream);
+    return launchRows<T, ThreadsPerRow, kMaxVecsPerThread>(x, y, rows, rowVecs, eps, stream);
+}
+
+//! Row tactic `tactic` (1..kRowTactics); the caller checked that its tile holds the row.
+template <typename T>
+cudaError_t launchRowTactic(int32_t tactic, T const* x, T* y, int64_t rows, int64_t rowVecs, float eps,
+                            cudaStream_t stream)
+{
+    static_assert(kRowTactics == 7, "one case per entry of kTacticThreadsPerRow");
+    switch (tactic)
+    {
+        case 1:
+            return launchRowsHeldBy<T, 8>(x, y, rows, rowVecs, eps, stream);
+        case 2:
+            return launchRowsHeldBy<T, 16>(x, y, rows, rowVecs, eps, stream);
+        case 3:
+            return launchRowsHeldBy<T, 32>(x, y, rows, rowVecs, eps, stream);
+        case 4:
+            return launchRowsHeldBy<T, 64>(x, y, rows, rowVecs, eps, stream);
+        case 5:
+            return launchRowsHeldBy<T, 128>(x, y, rows, rowVecs, eps, stream);
+        case 6:
+            return launchRowsHeldBy<T, 256>(x, y, rows, rowVecs, eps, stream);
+        default:
+            return launchRowsHeldBy<T, 512>(x, y, rows, rowVecs, eps, stream);
+    }
+}
+
 template <typename T>
 cudaError_t launchTyped(T const* x, T* y, int64_t outer, int64_t length, int64_t inner, float eps,
-                        cudaStream_t stream)
+                        cudaStream_t stream, int32_t tactic)
 {
     int64_t const total = outer * length * inner;
     if (total == 0)
@@ -190,10 +233,18 @@ cudaError_t launchTyped(T const* x, T* y, int64_t outer, int64_t length, int64_t
         return cudaGetLastError();
     }
     constexpr int kVec = Vec16<T>::kSize;
-    if (length % kVec == 0 && isAligned16(x) && isAligned16(y))
+    if (tactic != kTwoPassTactic && length % kVec == 0 && isAligned16(x) && isAligned16(y))
     {
         int64_t const rowVecs = length / kVec;
-        // Smallest register tile that holds the row (capacity = threads per row x vectors per thread).
+        // A row tactic whose tile cannot hold the row runs the default instead (any tactic is valid for
+        // every shape).
+        if (tactic >= 1 && tactic <= kRowTactics &&
+            rowVecs <= int64_t{kTacticThreadsPerRow[tactic - 1]} * kMaxVecsPerThread)
+        {
+            return launchRowTactic(tactic, x, y, outer, rowVecs, eps, stream);
+        }
+        // Default: the smallest register tile that holds the row (capacity = threads per row x vectors per
+        // thread).
         if (rowVecs <= 32) return launchRows<T, 8, 4>(x, y, outer, rowVecs, eps, stream);
         if (rowVecs <= 64) return launchRows<T, 16, 4>(x, y, outer, rowVecs, eps, stream);
         if (rowVecs <= 256) return launchRows<T, 32, 8>(x, y, outer, rowVecs, eps, stream);
@@ -207,17 +258,22 @@ cudaError_t launchTyped(T const* x, T* y, int64_t outer, int64_t length, int64_t
 
 }  // namespace
 
+int32_t l2NormalizeTactics()
+{
+    return kTwoPassTactic;
+}
+
 cudaError_t launchL2Normalize(DataType type, void const* x, void* y, int64_t outer, int64_t length,
-                              int64_t inner, float eps, cudaStream_t stream)
+                              int64_t inner, float eps, cudaStream_t stream, int32_t tactic)
 {
     switch (type)
     {
         case DataType::kFLOAT:
             return launchTyped(static_cast<float const*>(x), static_cast<float*>(y), outer, length, inner,
-                               eps, stream);
+                               eps, stream, tactic);
         case DataType::kHALF:
             return launchTyped(static_cast<__half const*>(x), static_cast<__half*>(y), outer, length, inner,
-                               eps, stream);
+                               eps, stream, tactic);
         default:
             return cudaErrorInvalidValue;
     }

@@ -9,6 +9,11 @@ namespace trt_plugin_kit
 {
 using namespace nvinfer1;
 
+int32_t L2NormalizePlugin::nbTactics() const
+{
+    return l2NormalizeTactics();
+}
+
 void L2NormalizePlugin::checkRank(int32_t rank) const
 {
     checkViewRank(rank);
@@ -35,7 +40,7 @@ int32_t L2NormalizePlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
                                        void* const* outputs, void* /*workspace*/, cudaStream_t stream)
 {
     return launchL2Normalize(elementType(inputDesc[0].type), inputs[0], outputs[0], mOuter, mLength, mInner,
-                             mParams.eps, stream);
+                             mParams.eps, stream, tactic());
 }
 
 void L2NormalizePlugin::serialize(FieldWriter& writer) const

@@ -25,6 +25,8 @@ public:
 
 protected:
     void checkRank(int32_t rank) const override;
+    //! Register tiles and the two-pass kernel (l2normalize_kernel.h), timed by TensorRT on the build GPU.
+    int32_t nbTactics() const override;
     TRT_PLUGIN_KIT_CONFIGURE_HOOK
     TRT_PLUGIN_KIT_RUNTIME_HOOKS
 

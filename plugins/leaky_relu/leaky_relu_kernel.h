@@ -9,8 +9,10 @@
 namespace trt_plugin_kit
 {
 
-//! y = x > 0 ? x : negativeSlope * x, FP32 or FP16.
+//! y = x > 0 ? x : negativeSlope * x, FP32 or FP16. `tactic`: 0 (default launch) to
+//! leakyReluTactics() (elementwise.cuh's launch shapes).
 cudaError_t launchLeakyRelu(ElementType type, void const* x, void* y, int64_t count, float negativeSlope,
-                            cudaStream_t stream);
+                            cudaStream_t stream, int32_t tactic = 0);
+int32_t leakyReluTactics();
 
 }  // namespace trt_plugin_kit

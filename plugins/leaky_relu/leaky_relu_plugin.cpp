@@ -11,6 +11,11 @@ void LeakyReluPlugin::checkRank(int32_t rank) const
     check(rank >= 0 && rank <= Dims::MAX_DIMS, "input rank ", rank, " is not supported");
 }
 
+int32_t LeakyReluPlugin::nbTactics() const
+{
+    return leakyReluTactics();
+}
+
 void LeakyReluPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc const* out)
 {
     mCount = checkRuntimeTensors(in, out);
@@ -21,7 +26,7 @@ int32_t LeakyReluPlugin::enqueueImpl(PluginTensorDesc const* inputDesc,
                                      void* const* outputs, void* /*workspace*/, cudaStream_t stream)
 {
     return launchLeakyRelu(elementType(inputDesc[0].type), inputs[0], outputs[0], mCount, mNegativeSlope,
-                           stream);
+                           stream, tactic());
 }
 
 void LeakyReluPlugin::serialize(FieldWriter& writer) const

@@ -18,6 +18,8 @@ public:
 
 protected:
     void checkRank(int32_t rank) const override;
+    //! The elementwise launch shapes (common/elementwise.cuh), timed by TensorRT on the build GPU.
+    int32_t nbTactics() const override;
     TRT_PLUGIN_KIT_RUNTIME_HOOKS
 
 private:

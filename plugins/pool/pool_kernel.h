@@ -40,7 +40,7 @@ struct PoolGeometry
     float outputScale{1.F};
 };
 
-//! The kernel launchPool picks for these arguments (exposed so that tests and benchmarks can report it).
+//! The kernel a launch runs (exposed so that tests and benchmarks can report it).
 enum class PoolPath : int32_t
 {
     //! Square 2x2 or 3x3 window, stride == kernel, no padding, rows aligned for 4 to 16-byte loads: each
@@ -50,12 +50,17 @@ enum class PoolPath : int32_t
     kGENERIC = 1,
 };
 
-PoolPath selectPoolPath(ElementType type, PoolGeometry const& geometry, void const* x, void const* y);
+//! The kernel launchPool runs for these arguments and tactic.
+PoolPath selectPoolPath(ElementType type, PoolGeometry const& geometry, void const* x, void const* y,
+                        int32_t tactic = 0);
 
 //! Max or average pooling over H and W of a linear NCHW tensor, FP32, FP16 or INT8 (the same type in and out;
 //! INT8 computes on int8 values and requantizes once). Returns the launch status; never synchronizes,
-//! allocates or copies to the host.
+//! allocates or copies to the host. `tactic`: 0 (the default launch) to poolTactics() (the launch shapes of
+//! pool_kernel.cu's kPoolShapes, each correct for every geometry); any other value returns
+//! cudaErrorInvalidValue.
 cudaError_t launchPool(ElementType type, void const* x, void* y, PoolGeometry const& geometry,
-                       cudaStream_t stream);
+                       cudaStream_t stream, int32_t tactic = 0);
+int32_t poolTactics();
 
 }  // namespace trt_plugin_kit

@@ -90,6 +90,11 @@ int64_t PoolPlugin::outputExtent(int64_t in, int32_t axis) const
     return (in + 2 * padding - kernel) / stride + 1;
 }
 
+int32_t PoolPlugin::nbTactics() const
+{
+    return poolTactics();
+}
+
 void PoolPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes) const
 {
     check(isSupportedType(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]),
@@ -228,7 +233,7 @@ int32_t PoolPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/, PluginTen
     {
         return cudaErrorNotReady;  // onShapeChange was not called or failed.
     }
-    return launchPool(elementType(mType), inputs[0], outputs[0], mGeometry, stream);
+    return launchPool(elementType(mType), inputs[0], outputs[0], mGeometry, stream, mTactic);
 }
 
 void PoolPlugin::serialize(FieldWriter& writer) const

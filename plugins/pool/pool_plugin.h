@@ -47,6 +47,9 @@ protected:
     TRT_PLUGIN_KIT_BUILD_HOOKS
     TRT_PLUGIN_KIT_CONFIGURE_HOOK
     TRT_PLUGIN_KIT_RUNTIME_HOOKS
+    //! The kernels' launch shapes (pool_kernel.h), timed by TensorRT on the build GPU.
+    int32_t nbTactics() const override;
+    void selectTactic(int32_t tactic) override { mTactic = tactic; }
 
 private:
     //! Throws unless `type` is FP32, FP16 or INT8 and, for INT8, both scales are set.
@@ -60,6 +63,7 @@ private:
     PoolGeometry mGeometry;
     nvinfer1::DataType mType{nvinfer1::DataType::kFLOAT};
     bool mReady{false};
+    int32_t mTactic{0};  // 0: the default launch
 };
 
 using PoolCreator = PluginCreator<PoolPlugin>;

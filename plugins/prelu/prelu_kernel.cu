@@ -76,13 +76,14 @@ struct RowChannelsOp
 
 template <typename T>
 cudaError_t launchTyped(void const* x, void* y, int64_t count, float const* slopes, int64_t channels,
-                        int64_t inner, cudaStream_t stream)
+                        int64_t inner, cudaStream_t stream, int32_t tactic)
 {
     auto const* in = static_cast<T const*>(x);
     auto* out = static_cast<T*>(y);
     if (channels == 1)
     {
-        return launchElementwise<T, int64_t>(in, out, count, PerElement<SharedSlopeOp>{{slopes}}, stream);
+        return launchElementwise<T, int64_t>(in, out, count, PerElement<SharedSlopeOp>{{slopes}}, stream,
+                                             tactic);
     }
     constexpr int kVec = Vec16<T>::kSize;
     if (inner % kVec == 0)  // Every vector (and every scalar-path element) lies within one channel.
@@ -91,40 +92,46 @@ cudaError_t launchTyped(void const* x, void* y, int64_t count, float const* slop
         {
             ChannelPerRunOp<uint32_t> op{slopes, static_cast<uint32_t>(inner),
                                          static_cast<uint32_t>(channels)};
-            return launchElementwise<T, uint32_t>(in, out, count, op, stream);
+            return launchElementwise<T, uint32_t>(in, out, count, op, stream, tactic);
         }
-        return launchElementwise<T, int64_t>(in, out, count,
-                                             ChannelPerRunOp<int64_t>{slopes, inner, channels}, stream);
+        return launchElementwise<T, int64_t>(
+            in, out, count, ChannelPerRunOp<int64_t>{slopes, inner, channels}, stream, tactic);
     }
     if (inner == 1 && channels >= kVec)
     {
         if (count <= INT32_MAX)
         {
             RowChannelsOp<uint32_t> op{slopes, static_cast<uint32_t>(channels)};
-            return launchElementwise<T, uint32_t>(in, out, count, op, stream);
+            return launchElementwise<T, uint32_t>(in, out, count, op, stream, tactic);
         }
-        return launchElementwise<T, int64_t>(in, out, count, RowChannelsOp<int64_t>{slopes, channels},
-                                             stream);
+        return launchElementwise<T, int64_t>(in, out, count, RowChannelsOp<int64_t>{slopes, channels}, stream,
+                                             tactic);
     }
     if (count <= INT32_MAX)  // 32-bit index arithmetic: the channel division is much cheaper.
     {
         PReluOp<uint32_t> op{slopes, static_cast<uint32_t>(inner), static_cast<uint32_t>(channels)};
-        return launchElementwise<T, uint32_t>(in, out, count, PerElement<PReluOp<uint32_t>>{op}, stream);
+        return launchElementwise<T, uint32_t>(in, out, count, PerElement<PReluOp<uint32_t>>{op}, stream,
+                                              tactic);
     }
-    return launchElementwise<T, int64_t>(in, out, count,
-                                         PerElement<PReluOp<int64_t>>{{slopes, inner, channels}}, stream);
+    return launchElementwise<T, int64_t>(
+        in, out, count, PerElement<PReluOp<int64_t>>{{slopes, inner, channels}}, stream, tactic);
 }
 }  // namespace
 
+int32_t preluTactics()
+{
+    return kElementwiseTactics;
+}
+
 cudaError_t launchPRelu(ElementType type, void const* x, void* y, int64_t count, float const* slopes,
-                        int64_t channels, int64_t inner, cudaStream_t stream)
+                        int64_t channels, int64_t inner, cudaStream_t stream, int32_t tactic)
 {
     switch (type)
     {
         case ElementType::kFLOAT:
-            return launchTyped<float>(x, y, count, slopes, channels, inner, stream);
+            return launchTyped<float>(x, y, count, slopes, channels, inner, stream, tactic);
         case ElementType::kHALF:
-            return launchTyped<__half>(x, y, count, slopes, channels, inner, stream);
+            return launchTyped<__half>(x, y, count, slopes, channels, inner, stream, tactic);
         default:
             return cudaErrorInvalidValue;
     }

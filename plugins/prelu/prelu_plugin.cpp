@@ -6,6 +6,11 @@ namespace trt_plugin_kit
 {
 using namespace nvinfer1;
 
+int32_t PReluPlugin::nbTactics() const
+{
+    return preluTactics();
+}
+
 void PReluPlugin::checkRank(int32_t rank) const
 {
     checkViewRank(rank);
@@ -74,7 +79,7 @@ int32_t PReluPlugin::enqueueImpl(PluginTensorDesc const* inputDesc, PluginTensor
     }
     int64_t const channels = static_cast<int64_t>(mSlopes.size());
     return launchPRelu(elementType(inputDesc[0].type), inputs[0], outputs[0], mCount,
-                       mDeviceSlopes.as<float>(), channels, mInner, stream);
+                       mDeviceSlopes.as<float>(), channels, mInner, stream, tactic());
 }
 
 void PReluPlugin::serialize(FieldWriter& writer) const

@@ -20,6 +20,8 @@ public:
 
 protected:
     void checkRank(int32_t rank) const override;
+    //! The elementwise launch shapes (common/elementwise.cuh), timed by TensorRT on the build GPU.
+    int32_t nbTactics() const override;
     void outputShapes(nvinfer1::DimsExprs const* inputs, nvinfer1::DimsExprs* outputs,
                       nvinfer1::IExprBuilder& exprBuilder) const override;
     TRT_PLUGIN_KIT_CONFIGURE_HOOK

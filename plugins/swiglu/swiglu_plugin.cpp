@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <string>
 
 #include "../common/tensor.h"
 
@@ -13,7 +14,13 @@ namespace
 {
 bool isFloat(DataType type)
 {
-    return type == DataType::kFLOAT || type == DataType::kHALF;
+    return type == DataType::kFLOAT || type == DataType::kHALF || type == DataType::kBF16;
+}
+
+// kernel.py's dtype order: fp32, fp16, bf16.
+int32_t typeIndex(DataType type)
+{
+    return type == DataType::kHALF ? 1 : type == DataType::kBF16 ? 2 : 0;
 }
 
 // Rows of at least this many outputs run one row per program (1024 columns); shorter rows run 16 x 64 tiles.
@@ -28,20 +35,35 @@ int64_t ceilDiv(int64_t a, int64_t b)
 {
     return (a + b - 1) / b;
 }
+
+//! kernel.py's variant of a type, a tactic's launch shape and an alignment.
+std::string variantName(char const* dtype, int32_t shape, bool aligned)
+{
+    return std::string(dtype) + "_t" + std::to_string(shape) + (aligned ? "_aligned" : "");
+}
 }  // namespace
 
+// Every launch shape kernel.py's TACTICS declares (the library holds them all), for each type.
 SwigluPlugin::SwigluPlugin()
-    : mKernels{TritonKernel("swiglu", "fp32_wide_aligned"),   TritonKernel("swiglu", "fp32_wide"),
-               TritonKernel("swiglu", "fp32_narrow_aligned"), TritonKernel("swiglu", "fp32_narrow"),
-               TritonKernel("swiglu", "fp16_wide_aligned"),   TritonKernel("swiglu", "fp16_wide"),
-               TritonKernel("swiglu", "fp16_narrow_aligned"), TritonKernel("swiglu", "fp16_narrow")}
 {
+    for (char const* dtype : {"fp32", "fp16", "bf16"})
+    {
+        for (int32_t shape = 0; findTritonKernelImage("swiglu", variantName(dtype, shape, true).c_str());
+             ++shape)
+        {
+            mKernels.emplace_back("swiglu", variantName(dtype, shape, true).c_str());
+            mKernels.emplace_back("swiglu", variantName(dtype, shape, false).c_str());
+        }
+    }
+    mShapes = static_cast<int32_t>(mKernels.size() / 6);
+    check(mShapes >= 2, "the library holds ", mShapes,
+          " SwiGLU launch shapes (kernel.py's TACTICS: 2 or more)");
 }
 
 void SwigluPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes) const
 {
     check(isFloat(inputTypes[0]), "input type ", dataTypeName(inputTypes[0]),
-          " is not supported (FP32 or FP16)");
+          " is not supported (FP32, FP16 or BF16)");
     outputTypes[0] = inputTypes[0];
 }
 
@@ -85,6 +107,7 @@ void SwigluPlugin::attach(IPluginResourceContext* /*context*/)
 // Runtime shapes are concrete: validate, pick the variant, load its module (never in enqueue).
 void SwigluPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc const* out)
 {
+    mChosen = -1;  // until the new shapes are checked and planned, enqueue refuses
     Dims const& dims = in[0].dims;
     check(dims.nbDims >= 1, "the input needs rank >= 1 (the last axis holds a and b)");
     check(isFloat(in[0].type) && out[0].type == in[0].type, "unsupported types ", dataTypeName(in[0].type),
@@ -99,20 +122,48 @@ void SwigluPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc con
           dimsToString(out[0].dims), " is not ", dimsToString(expected));
     check(half <= INT_MAX / 2 && rows <= INT_MAX, "input ", dimsToString(dims),
           ": the kernel takes rows and half as 32-bit integers");
-    bool const narrow = half < kWideFrom;
-    int32_t const chosen = 4 * (in[0].type == DataType::kHALF ? 1 : 0) + 2 * (narrow ? 1 : 0);
-    int64_t const blockRows =
-        mKernels[chosen].constant("BLOCK_R");  // the aligned and general variants share them
-    int64_t const blockColumns = mKernels[chosen].constant("BLOCK_C");
-    int64_t const columnBlocks = ceilDiv(half, blockColumns);
-    check(columnBlocks <= 65535, "the last axis (", last, ") is too long for the kernel's grid (",
-          columnBlocks, " column blocks > 65535)");
-    mKernels[chosen].load();
-    mKernels[chosen + 1].load();
-    mChosen = chosen;
-    mGrid = dim3(static_cast<unsigned>(ceilDiv(rows, blockRows)), static_cast<unsigned>(columnBlocks));
     mRows = static_cast<int32_t>(rows);
     mHalf = static_cast<int32_t>(half);
+    mTypeIndex = typeIndex(in[0].type);
+    // The default's grid must fit; a tactic's that does not runs the default (plan).
+    check(ceilDiv(half, kernelOf(defaultShape(), true).constant("BLOCK_C")) <= 65535, "the last axis (", last,
+          ") is too long for the kernel's grid (more than 65535 column blocks)");
+    plan();
+}
+
+int32_t SwigluPlugin::defaultShape() const
+{
+    return mHalf < kWideFrom ? 1 : 0;  // kernel.py's TACTICS[1] (narrow rows) or TACTICS[0] (wide)
+}
+
+TritonKernel& SwigluPlugin::kernelOf(int32_t shape, bool aligned)
+{
+    return mKernels[static_cast<size_t>(mTypeIndex * 2 * mShapes + 2 * shape + (aligned ? 0 : 1))];
+}
+
+void SwigluPlugin::selectTactic(int32_t tactic)
+{
+    mTactic = tactic;
+    if (mChosen >= 0)
+    {
+        plan();  // TensorRT may call setTactic after onShapeChange: load the module now, never in enqueue
+    }
+}
+
+// The launch shape of the tactic (the default when the tactic's grid would not fit), its modules, its grid.
+void SwigluPlugin::plan()
+{
+    int32_t shape = mTactic == 0 ? defaultShape() : mTactic - 1;
+    if (ceilDiv(mHalf, kernelOf(shape, true).constant("BLOCK_C")) > 65535)
+    {
+        shape = defaultShape();
+    }
+    TritonKernel& aligned = kernelOf(shape, true);  // the aligned and general variants share the constants
+    aligned.load();
+    kernelOf(shape, false).load();
+    mChosen = shape;
+    mGrid = dim3(static_cast<unsigned>(ceilDiv(mRows, aligned.constant("BLOCK_R"))),
+                 static_cast<unsigned>(ceilDiv(mHalf, aligned.constant("BLOCK_C"))));
 }
 
 // No allocation, synchronization or host copy: a launch of the module loaded in shapeChanged.
@@ -129,7 +180,7 @@ int32_t SwigluPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/,
         return cudaSuccess;
     }
     bool const vector = mHalf % 16 == 0 && aligned16(inputs[0]) && aligned16(outputs[0]);
-    TritonKernel const& kernel = mKernels[mChosen + (vector ? 0 : 1)];
+    TritonKernel const& kernel = kernelOf(mChosen, vector);
     return kernel.launch(mGrid, stream, inputs[0], outputs[0], mRows, mHalf);
 }
 

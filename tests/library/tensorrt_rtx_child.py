@@ -2,6 +2,7 @@
 
     python tests/library/tensorrt_rtx_child.py creators LIBRARY   # JSON: our creators in the registry
     python tests/library/tensorrt_rtx_child.py parse MODEL.onnx LIBRARY
+    python tests/library/tensorrt_rtx_child.py load LIBRARY [--then-load-library]   # build_engines' load path
 
 ``parse`` prints every message of TensorRT-RTX's logger as ``LOG <SEVERITY> <message>`` (flushed at once:
 right after creating a custom plugin, TensorRT-RTX 1.7.1's parser aborts the process), then ``PARSED True``
@@ -50,6 +51,21 @@ def creators(api, library: Path) -> int:
     return 0
 
 
+def load(api, library: Path, then_load_library: bool) -> int:
+    """build_engines.py's load path; then, if asked, TensorRT's loadLibrary on the same library."""
+    registry = api.trt.get_plugin_registry()
+    (loaded,) = load_plugins(api, [PluginLibrary(library)], ())
+    report = {"how": loaded.how, "creators": [name for name, _, namespace in loaded.creators
+                                              if namespace == PLUGIN_NAMESPACE]}  # fmt: skip
+    if then_load_library:
+        report["load_library"] = registry.load_library(str(library)) is not None
+        report["after_load_library"] = [
+            creator.name for creator in registry.all_creators if creator.plugin_namespace == PLUGIN_NAMESPACE
+        ]
+    print(json.dumps(report), flush=True)
+    return 0
+
+
 def parse(api, model: Path, library: Path) -> int:
     trt = api.trt
     logger = printing_logger(trt)
@@ -68,6 +84,8 @@ def main(argv: list[str]) -> int:
     api = tensorrt_api.load(rtx=True)
     if argv[:1] == ["creators"] and len(argv) == 2:
         return creators(api, Path(argv[1]))
+    if argv[:1] == ["load"] and len(argv) in (2, 3):
+        return load(api, Path(argv[1]), argv[2:] == ["--then-load-library"])
     if argv[:1] == ["parse"] and len(argv) == 3:
         return parse(api, Path(argv[1]), Path(argv[2]))
     print(__doc__, file=sys.stderr)

@@ -18,6 +18,7 @@ import pytest
 
 from trt_plugin_kit.benchmarks import cli, lenet_chain
 from trt_plugin_kit.benchmarks.cases import (
+    ATTENTION_LONG_RATIO,
     FAMILY_ORDER,
     MNIST_BATCHES,
     PEER_RATIO,
@@ -25,8 +26,15 @@ from trt_plugin_kit.benchmarks.cases import (
     build_chains,
     select_cases,
 )
-from trt_plugin_kit.benchmarks.library import BENCH_LIBRARY, PLUGIN_LIBRARY, RESULT_FIELDS, BenchError
+from trt_plugin_kit.benchmarks.library import (
+    BENCH_LIBRARY,
+    PLUGIN_LIBRARY,
+    RESULT_FIELDS,
+    BenchError,
+    parse_tactic_timings,
+)
 from trt_plugin_kit.benchmarks.peers import rotation_sets, time_boxed
+from trt_plugin_kit.benchmarks.report import tactics_markdown
 from trt_plugin_kit.interface import REPO_ROOT
 
 ENTRY = "trt_plugin_kit.benchmarks"  # python3 -m trt_plugin_kit.benchmarks
@@ -115,7 +123,7 @@ def test_dry_run_drives_every_case_through_the_plugins_build_phase():
     assert result.returncode == 0, result.stdout + result.stderr
     n = len(build_cases())
     assert f"of {n}/{n} cases ok" in result.stdout
-    assert "7 creators" in result.stdout  # SwiGLU (issue 26) joined the six
+    assert "9 creators" in result.stdout  # SwiGLU (issue 26), RMSNorm and attention (issue 43) joined the six
 
 
 def test_runs_from_the_repository_root_with_a_bare_python():
@@ -191,6 +199,7 @@ def test_every_target_of_issue_4_is_checked():
         ("speedup_vs", 3.0),
         ("speed_ratio", 0.95),
         ("speed_ratio", 0.97),  # the serving-size round: every plugin-vs-peer comparison
+        ("speed_ratio", 0.7),  # attention at long sequences (issue 43)
         ("median_us", 5.0),
     }
     assert sum(t.threshold == 85.0 for _, t in targets) == 6  # L2Normalize: 3 shapes x 2 dtypes
@@ -208,9 +217,15 @@ def test_every_target_of_issue_4_is_checked():
 def test_every_peer_comparison_is_a_target_of_issue_16():
     cases = build_cases()
     comparisons = [(c.id, p) for c in cases for p in c.peers]
-    assert len(comparisons) == 80 + 10  # the count issue 16 gives, and SwiGLU's ten (issue 26)
+    # the count issue 16 gives, SwiGLU's ten (issue 26), issue 43's: RMSNorm 9 large, attention 32 long,
+    # both at 3 batches x 3 types, SwiGLU's 2 BF16
+    assert len(comparisons) == 80 + 10 + (9 + 32 + 18 + 2)
     peer_targets = {(c.id, t.peer) for c in cases for t in c.targets if t.threshold == PEER_RATIO}
-    assert peer_targets == set(comparisons)
+    long_attention = {(c.id, p) for c in cases for p in c.peers if c.peer_ratio == ATTENTION_LONG_RATIO}
+    assert len(long_attention) == 32 and peer_targets == set(comparisons) - long_attention
+    for c in cases:
+        if (c.id, c.peers[0] if c.peers else None) in long_attention:
+            assert [t.threshold for t in c.targets] == [ATTENTION_LONG_RATIO] and c.flops > 0
     fc = {(c.id, t.peer) for c in cases for t in c.targets if c.family == "FullyConnected"}
     assert ("mnist/b64/fc1/fp16/64x50x4x4->500", "torch.matmul") in fc  # the issue's table names it
 
@@ -388,6 +403,47 @@ def test_chain_targets_and_report_with_torch_timings():
     md = "\n".join(lenet_chain.markdown([record]))
     assert "| `lenet_chain/b64/fp16` | 10.00 (9.90 – 10.20) | 12.00 (11.90 – 12.10) | 1.20x | 5 (5) |" in md
     assert md.rstrip().endswith("| 28 | 20, 21 |")
+
+
+def test_chain_at_batch_1_within_its_launch_floor():
+    """Issue 42's target: at batch 1 the chain's median over its launch floor's, at most 1.4; other batches
+    have none."""
+
+    def chain(batch, mine, floor):
+        return {
+            "id": f"lenet_chain/b{batch}/fp32",
+            "batch": batch,
+            "plugin_result": {"median_us": mine},
+            "floor": {"median_us": floor},
+            "peers": [{"name": lenet_chain.TORCH_PEER, "speed_ratio": 1.5}],
+        }
+
+    rows = lenet_chain.evaluate([chain(1, 8.8, 6.4), chain(1, 9.4, 6.4), chain(64, 15.0, 6.5)])
+    floor_rows = [r for r in rows if r["target"] == lenet_chain.FLOOR_TARGET]
+    assert [(r["status"], round(r["value"], 3)) for r in floor_rows] == [("PASS", 1.375), ("FAIL", 1.469)]
+    unmeasured = lenet_chain.floor_target(dict(chain(1, 8.8, 6.4), floor=None))
+    assert unmeasured["status"] == "NOT MEASURED"
+
+
+def test_tactic_timings_and_their_table():
+    timings = parse_tactic_timings("0:408.3 1:486.5 3:384.9")
+    assert timings == {0: 408.3, 1: 486.5, 3: 384.9}
+    case = {
+        "id": "leaky_relu/fp32/256x64x112x112",
+        "plugin_result": {
+            "tactic": 3.0,
+            "tactic_us": 384.9,
+            "default_tactic_us": 408.3,
+            "tactic_timings": timings,
+        },
+    }
+    no_tactics = {"id": "other/plugin/without/tactics", "plugin_result": {"tactic": None}}
+    brief = "\n".join(tactics_markdown([case, no_tactics], full=False))
+    assert "| `leaky_relu/fp32/256x64x112x112` | 3 | 3 | 384.90 | 408.30 | 1.061x |" in brief
+    assert "without/tactics" not in brief and "486.50" not in brief
+    full = "\n".join(tactics_markdown([case], full=True))
+    assert "0: 408.30, 1: 486.50, **3: 384.90** |" in full
+    assert tactics_markdown([no_tactics], full=True) == []
 
 
 def test_measure_records_a_failing_case_and_goes_on(tmp_path, monkeypatch):

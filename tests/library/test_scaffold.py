@@ -12,6 +12,7 @@ the tutorial's commands are the tested ones, under an op name the docs never use
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,7 +24,7 @@ import pytest
 
 from trt_plugin_kit import scaffold
 from trt_plugin_kit.interface import REPO_ROOT, SHARED_DIR
-from trt_plugin_kit.serving.server import Ports
+from trt_plugin_kit.serving.host import Ports
 from trt_plugin_kit.specs import spec as plugin_spec
 
 TUTORIAL = REPO_ROOT / "docs" / "writing-a-plugin.md"
@@ -246,11 +247,12 @@ print("ok")
         (["gelu_like", "--creator", "Gelu"], "imports with its own importer"),
         (["lp", "--creator", "LPNORMALIZATION"], "LpNormalization"),
         (["Bad-Name"], "lowercase identifier"),
+        (["class"], "'class' is a Python keyword"),  # issue 40, item 14: not "a lowercase identifier"
+        (["ok_name", "--float-field", "lambda"], "'lambda' is a Python keyword"),
         (["ok_name", "--creator", "lower"], "capital"),
         (["ok_name", "--inputs", "5"], "1 to 4"),
         (["ok_name", "--array-field", "scale"], "different names"),
         (["mnist"], "model_repository/mnist already exists"),  # the served model's folder is taken
-        (["ok_name", "--kernel", "triton", "--reduce"], "CUDA only"),
         (["ok_name", "--kernel", "triton", "--float-field", "count"], "uses that name itself"),
     ],
 )
@@ -304,3 +306,51 @@ def test_triton_kernels_of_every_option_compile(tmp_path, inputs, outputs, float
     passed = [a.strip() for a in launch.split(",")]
     assert len(passed) == len(variants["fp32"]["signature"])
     assert passed[:inputs] == [f"args.inputs[{n}]" for n in range(inputs)]
+
+
+REDUCE_SCRIPT = """
+import json, os, sys
+from pathlib import Path
+import numpy as np
+os.environ["TRITON_INTERPRET"] = "1"
+from trt_plugin_kit import triton_interpret as ti
+
+folder = Path(sys.argv[1])
+ref, module = ti.Reference.of(folder), ti.load_kernel_module(folder / "kernel.py")
+fields = {"gain": 0.75, "coefficients": [0.5, -1.0, 0.25]}
+rng = np.random.default_rng(0)
+runs = {v: ti.run_variant(module, ref, v, [(3, 2, 600)] * 2, fields, rng) for v in module.VARIANTS}
+print(json.dumps({v: [str(m) for m in found] for v, found in runs.items()}))
+"""
+
+
+def test_triton_reduce_kernel_compiles_and_matches_its_reference(tmp_path):
+    """--kernel triton --reduce: one program per row; its variants compile for Hopper, the launch passes the
+    signature's arguments in order, and the kernel run by Triton's interpreter on the CPU (rows longer than
+    BLOCK, a partial last chunk) matches the generated NumPy reference within the harness's tolerances."""
+    from trt_plugin_kit import triton_aot
+
+    options = scaffold.Options("red_t", "RedT", 2, 2, "gain", "coefficients", True, kernel="triton")
+    files = scaffold.render(options, "red_t --kernel triton --reduce")
+    folder = tmp_path / "red_t"
+    for relative, text in files.items():
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        (folder / relative).write_text(text)
+    assert plugin_spec.load(folder).shape_outputs == ((2, 3, 1), (2, 3, 1))
+    variants = triton_aot.load_variants(folder / "kernel.py")
+    assert set(variants) == {"fp32", "fp16"}
+    for name, variant in variants.items():
+        triton_aot._check_compiled(name, triton_aot._compile(variant, 90), len(variant["signature"]))
+    launch = re.search(r"kernel\.launch\(grid, stream, (.*?)\);", files["red_t_launch.cpp"], re.S).group(1)
+    assert [a.strip() for a in launch.split(",")][-2:] == ["args.rows", "args.length"]
+    assert len(launch.split(",")) == len(variants["fp32"]["signature"])
+    run = subprocess.run(
+        [sys.executable, "-c", REDUCE_SCRIPT, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO_ROOT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    mismatches = json.loads(run.stdout.strip().splitlines()[-1])
+    assert set(mismatches) == {"fp32", "fp16"} and mismatches == {"fp32": [], "fp16": []}, mismatches

@@ -117,3 +117,14 @@ def test_gpu_subcommands_run_or_say_they_need_a_gpu():
         assert "the lifecycle run needs a GPU (fuzz needs none)" in result.stdout
     else:  # on a GPU machine the short run must pass
         assert result.returncode == 0, explain(result)
+
+
+@pytest.mark.parametrize("version", TRT_VERSIONS)
+def test_the_usage_lists_the_plugins_of_the_specs(version):
+    """Issue 40, item 10: the --plugin list was a hand-kept line (no SwiGLUSplit); now it is the specs'."""
+    binary, _ = built(version)
+    result = stress(binary)
+    assert result.returncode == 2, explain(result)
+    listed = re.search(r"^plugins: (.*)$", result.stderr, re.M)
+    assert listed, explain(result)
+    assert set(listed.group(1).split(", ")) == set(PLUGINS)

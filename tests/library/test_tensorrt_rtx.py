@@ -4,7 +4,9 @@ TensorRT-RTX (the ``rtx`` extra, ``tensorrt-rtx-cu13``; ``make test`` installs i
 plugin registry and ONNX parser, and its builder runs without a GPU. Checked here:
 
 1. the library of every header set loads through its registry (``load_library`` -> ``getCreators``) with every
-   creator of the spec: name, version, namespace, field names and types;
+   creator of the spec: name, version, namespace, field names and types; loaded once as Triton and
+   build_engines.py load it (``dlopen``), the 11.1 library's creators register themselves, and a later
+   ``load_library`` still succeeds (issue 45);
 2. its ONNX parser creates our plugin from every custom node of every plugin-flavour model we ship or export
    (FP32, FP16, INT8), with no warning, and refuses a node with wrong attributes (our message names a field).
    Each node is parsed alone, in its own process: right after creating a custom plugin, TensorRT-RTX 1.7.1's
@@ -110,6 +112,50 @@ def test_library_loads_through_tensorrt_rtx_registry_with_every_creator_of_the_s
         assert list(fields) == list(expected[name]), f"{name}: field names/order"
         for field_name, field_type in expected[name].items():
             assert fields[field_name] == field_type, f"{name}.{field_name}"
+
+
+def test_the_library_registers_itself_when_loaded_as_triton_loads_it():
+    """build_engines.py's load path (issue 45): dlopen the library once, as Triton's TensorRT backend does;
+    its static registrations call TensorRT-RTX's real registry (getPluginRegistry resolved in the process)
+    and every creator of the spec is there, once, before anything calls loadLibrary. Then TensorRT's own
+    loadLibrary on the same library (what trtexec --dynamicPlugins or a user's load_library does) still
+    succeeds: getCreators first deregisters what registered itself, so nothing is registered twice."""
+    result = child("load", str(library(TRT_VERSIONS[-1])), "--then-load-library")
+    assert result.returncode == 0, explain(result)
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["how"] == "registered themselves when loaded", explain(result)
+    assert sorted(report["creators"]) == sorted(expected_creators())
+    assert report["load_library"] is True, explain(result)
+    assert sorted(report["after_load_library"]) == sorted(expected_creators())  # each once
+
+
+def test_a_library_of_tensorrt_10_headers_never_registers_itself_in_tensorrt_11_s_registry():
+    """TensorRT 11 (and TensorRT-RTX) removed four of TensorRT 10's IPluginRegistry virtuals: a TensorRT 10
+    library registering itself there calls the wrong functions (it crashed the process in RTX's
+    registerCreator). The load path reads the headers' version from the file first and lets TensorRT's
+    loadLibrary register such a library instead; under TensorRT itself it refuses it."""
+    ten = [version for version in TRT_VERSIONS if version.startswith("10.")]
+    if not ten:
+        pytest.skip("no TensorRT 10 header set in TRT_VERSIONS")
+    result = child("load", str(library(ten[0])))
+    assert result.returncode == 0, explain(result)
+    report = json.loads(result.stdout.splitlines()[-1])
+    assert report["how"] == "registered by loadLibrary", explain(result)
+    assert sorted(report["creators"]) == sorted(expected_creators())
+
+
+def test_artifact_checks_library_command_loads_the_library_and_finds_every_creator():
+    """The builder's check before any engine is built (docker/build_artifacts.sh), against a real registry."""
+    path = library(TRT_VERSIONS[-1])
+    result = subprocess.run(
+        [sys.executable, "-m", "trt_plugin_kit.engines.artifact_checks", "library", str(path),
+         "--creators", "--tensorrt-rtx"],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert result.returncode == 0, explain(result)
+    names = ", ".join(sorted(expected_creators()))
+    assert f"{len(expected_creators())} creators registered themselves when loaded" in result.stdout
+    assert f"{names} (version {PLUGIN_VERSION}, namespace {PLUGIN_NAMESPACE})" in result.stdout
 
 
 # ============================================================================= 2. the parser, node by node
@@ -251,16 +297,20 @@ def test_seam_names_each_difference_of_tensorrt_rtx(api):
 
 @pytest.mark.parametrize("precision", PRECISIONS)
 def test_build_engines_builds_the_native_flavour_with_tensorrt_rtx(precision, tmp_path, api):
-    engines, cache = tmp_path / "engines", tmp_path / "timing_cache.bin"
-    plugins = library(TRT_VERSIONS[0])
+    engines, caches = tmp_path / "engines", tmp_path / "caches"
+    plugins = library(TRT_VERSIONS[-1])  # TensorRT 11's headers: TensorRT-RTX's plugin interfaces
     result = subprocess.run(
         [sys.executable, str(REPO_ROOT / "build_engines.py"), "--tensorrt-rtx", "--precision", precision,
-         "--engine-dir", str(engines), "--timing-cache", str(cache), "--plugin-library", str(plugins)],
+         "--engine-dir", str(engines), "--timing-cache-dir", str(caches), "--plugin-library", str(plugins)],
         capture_output=True, text=True, timeout=300, cwd=REPO_ROOT,
     )  # fmt: skip
     assert result.returncode == 0, explain(result)
     assert f"TensorRT-RTX {api.version} on no GPU (not needed to build)" in result.stdout
-    assert f"loaded plugin library {plugins}" in result.stdout
+    registered = f"{len(expected_creators())} creator(s) registered themselves when loaded"
+    assert f"loaded plugin library {plugins}: {registered}" in result.stdout
+    # One cache per TensorRT release and GPU model, its name says which (issue 42 item 4).
+    cache = caches / f"timing_cache_rtx{api.version}_no-GPU.bin"
+    assert f"timing cache {cache}: new, every tactic is timed on this GPU" in result.stdout
     assert "Building engine" in result.stderr and "100%" in result.stderr  # the progress monitor's bars
     assert cache.is_file()  # TensorRT-RTX's timing cache is a no-op, but the calls ran and wrote it
     runtime = trt.Runtime(trt.Logger(trt.Logger.ERROR))

@@ -16,7 +16,8 @@ import tritonclient.http as httpclient
 from trt_plugin_kit.deploy.balancer import GRPC_BACKEND, HTTP_BACKEND, Balancer, server_name
 from trt_plugin_kit.deploy.replica_slot import free_slot_base, slot_ports
 from trt_plugin_kit.interface import L2NORM, L2NORM_INPUT
-from trt_plugin_kit.serving.server import Ports, TritonServer, free_port
+from trt_plugin_kit.serving.host import Ports, free_port
+from trt_plugin_kit.serving.server import TritonServer
 
 needs_haproxy = pytest.mark.skipif(
     shutil.which("haproxy") is None, reason="no haproxy (apt-get install haproxy; bash .ci/run does)"

@@ -43,11 +43,13 @@ from clients.errors import (
 )
 from clients.inputs import read_image
 from loadtests.perf.sweep import SweepSettings, release_regions
-from trt_plugin_kit.interface import MODEL_REPOSITORY, REPO_ROOT
+from trt_plugin_kit.interface import ADMIN_HEADER, MODEL_REPOSITORY, REPO_ROOT
 from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import preprocess as serving_preprocess
-from trt_plugin_kit.serving.server import ADMIN_HEADER, Ports, TritonServer
+from trt_plugin_kit.serving.host import Ports
+from trt_plugin_kit.serving.server import TritonServer
 from trt_plugin_kit.specs.reference import l2_normalize
+from trt_plugin_kit.tritonserver.protocol import ModelsNotServed, wait_until_ready
 
 NATIVE_ONNX = REPO_ROOT / "models" / "onnx" / "mnist_native.onnx"
 PROTOCOLS = ("grpc", "http")
@@ -162,7 +164,8 @@ def test_health_unknown_model(triton_server, protocol):
     assert "model no_such_model: NOT READY" in result.stdout
     # The repository index is closed without the key; model metadata needs none and says "not found".
     assert "model 'no_such_model' is not found on Triton at" in result.stdout
-    assert "Models of this kit that are ready there: mnist, mnist_pipeline, mnist_preprocess, l2norm" in (
+    # Ready models of the kit and of this checkout's model_repository/ (a model of yours is listed too).
+    assert "models ready there (of the kit's and this checkout's model_repository/): mnist, l2norm" in (
         result.stdout
     )
     assert "--admin-key" not in result.stdout
@@ -709,3 +712,17 @@ def test_retries_reach_a_server_that_comes_up_late(triton_server, protocol):
     assert client.returncode == 0, stderr
     assert f"warning: cannot reach Triton at {url}" in stderr and "retry 1 of 7" in stderr
     assert stdout.splitlines()[-1] == "health: OK"
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_a_misspelt_model_is_answered_with_the_closest_served_name(triton_server, protocol):
+    """Issue 40, item 7: a typo listed the kit's four models only; the load test said "no ready server"."""
+    result = clients(triton_server, protocol, "health", "--model", "l2nrm")
+    assert result.returncode == EXIT_MODEL_UNAVAILABLE
+    assert "did you mean 'l2norm'?" in result.stdout, result.stdout
+    started = time.monotonic()
+    with pytest.raises(
+        ModelsNotServed, match=r"is ready but does not serve 'l2nrm'; did you mean 'l2norm'\?"
+    ):
+        wait_until_ready(triton_server.location, models=["l2nrm"], protocols=[protocol], timeout_s=30)
+    assert time.monotonic() - started < 10  # said at once: waiting does not make a model appear

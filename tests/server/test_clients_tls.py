@@ -20,7 +20,8 @@ from PIL import Image
 from clients.errors import EXIT_UNREACHABLE
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving.server import Ports, ServingError, TritonServer
+from trt_plugin_kit.serving.host import Ports, ServingError, free_port
+from trt_plugin_kit.serving.server import TritonServer
 
 TLS_HINT = "TLS: check --ssl, --root-certificates"
 
@@ -142,3 +143,23 @@ def test_https_against_a_plain_http_endpoint(tls_server, certificates):
     assert result.returncode == EXIT_UNREACHABLE
     assert f"cannot reach Triton at {tls_server.http_url} over HTTP (TLS)" in result.stderr
     assert TLS_HINT in result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["http", "grpc"])
+@pytest.mark.parametrize("ssl", [False, True], ids=["plain", "--ssl"])
+def test_a_refused_connection_gets_no_tls_hint(protocol, ssl):
+    """Issue 40, item 9: nothing listening is not a TLS problem (aiohttp's refusal names "ssl:default")."""
+    port = str(free_port())
+    flags = [
+        "--protocol",
+        protocol,
+        f"--{protocol}-port",
+        port,
+        "--retries",
+        "0",
+        *(["--ssl"] if ssl else []),
+    ]
+    result = clients("health", *flags)
+    assert result.returncode == EXIT_UNREACHABLE
+    assert "is the server running? (make serve)" in result.stderr
+    assert TLS_HINT not in result.stderr and "TLS:" not in result.stderr, result.stderr

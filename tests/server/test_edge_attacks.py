@@ -697,9 +697,11 @@ class Stall:
     closed_s: float | None = None  # when the edge closed the connection
     error: str = ""
     thread: threading.Thread | None = field(default=None, repr=False)
+    chunks: list[tuple[float, bytes]] = field(default_factory=list, repr=False)  # (when, what) received
 
 
-STALL_LIMIT_S = limits.BODY_TIMEOUT_S + 20  # a thread gives up waiting after this long
+# A thread gives up waiting after this long.
+STALL_LIMIT_S = max(limits.BODY_TIMEOUT_S, limits.ANSWER_TIMEOUT_S + limits.IDLE_TIMEOUT_S) + 20
 
 
 def _stall(server, stall: Stall, stop: threading.Event) -> None:
@@ -722,6 +724,7 @@ def _stall(server, stall: Stall, stop: threading.Event) -> None:
                 if stall.answered_s is None:
                     stall.answered_s = time.monotonic() - started
                 stall.answer += chunk
+                stall.chunks.append((time.monotonic() - started, chunk))
     except OSError as error:  # a reset is a close too
         stall.error = repr(error)
         stall.closed_s = time.monotonic() - started
@@ -791,11 +794,11 @@ def test_a_stalled_body_is_answered_408(triton_server, baseline, stalled_connect
 
 
 @pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
-def test_a_silent_grpc_connection_is_closed_after_the_header_timeout(stalled_connections):
+def test_a_silent_grpc_connection_is_closed_after_the_handshake_timeout(stalled_connections):
     stall = stalled_connections["grpc: silent connection"]
-    stall.thread.join(limits.HEADER_TIMEOUT_S + 10)
+    stall.thread.join(limits.HANDSHAKE_TIMEOUT_S + 10)
     assert stall.closed_s is not None, stall
-    assert limits.HEADER_TIMEOUT_S - 1 <= stall.closed_s <= limits.HEADER_TIMEOUT_S + 5, stall
+    assert limits.HANDSHAKE_TIMEOUT_S - 1 <= stall.closed_s <= limits.HANDSHAKE_TIMEOUT_S + 3, stall
 
 
 @pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
@@ -813,15 +816,33 @@ def test_a_stalled_grpc_message_is_answered_deadline_exceeded(triton_server, bas
     assert_unharmed(triton_server, baseline)
 
 
+def _first_reset_s(stall: Stall) -> float | None:
+    """When stream 1's RST_STREAM arrived, from the stall's chunks (frames may span chunks)."""
+    buffer = b""
+    for when, chunk in stall.chunks:
+        buffer += chunk
+        while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+            length, kind = int.from_bytes(buffer[:3], "big"), buffer[3]
+            if kind == RawGrpc.RST_STREAM and int.from_bytes(buffer[5:9], "big") & 0x7FFFFFFF == 1:
+                return when
+            buffer = buffer[9 + length :]
+    return None
+
+
 @pytest.mark.skipif(not NATIVE_GRPC, reason="the compiled gRPC front is not built (make edge-native)")
-def test_a_grpc_connection_whose_answer_does_not_move_is_closed_after_the_body_timeout(
+def test_a_grpc_answer_not_read_ends_its_stream_then_the_idle_connection(
     triton_server, baseline, stalled_connections
 ):
-    """Its call would otherwise count against the calls in flight for as long as the client likes."""
+    """Its call would otherwise count against the calls in flight for as long as the client likes: its
+    stream is reset after the answer timeout (whatever the client sends), then the connection, idle, is told
+    GOAWAY and closed after the idle timeout."""
     stall = stalled_connections["grpc: answer never read"]
     stall.thread.join(STALL_LIMIT_S + 5)
+    reset_s = _first_reset_s(stall)
+    assert reset_s is not None, stall
+    assert limits.ANSWER_TIMEOUT_S - 1 <= reset_s <= limits.ANSWER_TIMEOUT_S + 3, stall
     assert stall.closed_s is not None, stall
-    assert limits.BODY_TIMEOUT_S - 1 <= stall.closed_s <= limits.BODY_TIMEOUT_S + 5, stall
+    assert stall.closed_s <= limits.ANSWER_TIMEOUT_S + limits.IDLE_TIMEOUT_S + 5, stall
     assert_unharmed(triton_server, baseline)
 
 

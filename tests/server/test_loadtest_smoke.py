@@ -19,7 +19,7 @@ import tritonclient.http
 
 from loadtests import report
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving.server import free_port
+from trt_plugin_kit.serving.host import free_port
 
 SMOKE_SECONDS = 20
 SMOKE_RUN_TIME = f"{SMOKE_SECONDS}s"
@@ -111,6 +111,9 @@ def test_paced_users_send_at_their_rate(triton_server, tmp_path):
     summary = report.load_summary(tmp_path / "summary.json")
     assert 20 <= summary.total.requests <= 2 * 5 * 4 + 4, summary.total
     assert summary.run["user_rate"] == 5.0
+    # Issue 40, item 15: a mix without a digit model names no digits; the clock waits for Locust to start.
+    assert summary.run["digits"] == "none (no digit model in the mix)"
+    assert "0/4 s, starting Locust" in result.stderr, explain(result)
 
 
 @pytest.mark.timeout(300)

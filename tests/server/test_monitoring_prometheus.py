@@ -28,7 +28,14 @@ from trt_plugin_kit.deploy.kubernetes import DASHBOARD_FILE as DASHBOARD
 from trt_plugin_kit.deploy.kubernetes import MONITORING_DIR as MONITORING
 from trt_plugin_kit.deploy.kubernetes import RULES_FILE as RULES
 from trt_plugin_kit.deploy.monitoring import SCRAPE_JOB, Scraped, start_server
-from trt_plugin_kit.interface import L2NORM, MNIST, MNIST_INPUT, MNIST_PIPELINE, MODEL_NAMES, REPO_ROOT
+from trt_plugin_kit.interface import (
+    L2NORM,
+    MNIST,
+    MNIST_INPUT,
+    MNIST_PIPELINE,
+    MODEL_NAMES,
+    REPO_ROOT,
+)
 
 LOAD_S = 25  # long enough for [1m] rates to have many samples at a 1 s scrape interval
 # GPU metrics of Triton 2.51 (docs/user_guide/metrics.md, "GPU Metrics"); the CPU server exports none.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ import tritonclient.http as httpclient
 from loadtests.perf import tool
 from loadtests.perf.data import PERF_MODELS
 from trt_plugin_kit.interface import ADMIN_HEADER, PROTOCOLS, REPO_ROOT
-from trt_plugin_kit.serving.server import free_port
+from trt_plugin_kit.serving.host import free_port
 
 TIMEOUT_S = 1200  # the first run makes the Debian 13 root
 # Windows of half a second, any spread accepted (perf_analyzer's stability check): on a shared 2-core machine
@@ -108,3 +109,66 @@ def test_make_perf_without_a_server_says_so(tmp_path):
     assert result.returncode != 0, explain(result)
     assert f"no ready Triton server at HTTP 127.0.0.1:{port}" in result.stderr, explain(result)
     assert "start one with `make serve`" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def server_with_a_model_of_yours(tmp_path_factory):
+    """The kit's repository plus a model of yours: new-plugin's served model of LeakyReLU (plugin_onnx)."""
+    from trt_plugin_kit.interface import MODEL_REPOSITORY, MODELS_DIR
+    from trt_plugin_kit.scaffold import model as served_model
+    from trt_plugin_kit.serving.host import Ports
+    from trt_plugin_kit.serving.server import TritonServer
+    from trt_plugin_kit.specs import spec as plugin_spec
+
+    root = tmp_path_factory.mktemp("perf_yours")
+    repository = root / "model_repository"
+    shutil.copytree(MODEL_REPOSITORY, repository)
+    (root / "models").symlink_to(MODELS_DIR)  # mnist's onnx_model is ../../models/onnx/...
+    served_model.create(plugin_spec.get("LeakyReLU"), False, repository)
+    with TritonServer(
+        variant="cpu", ports=Ports.free(), model_repository=repository, log_file=root / "triton.log"
+    ) as server:
+        yield server
+
+
+def test_make_perf_measures_a_model_of_yours_from_its_metadata_or_your_file(
+    server_with_a_model_of_yours, tmp_path
+):
+    """Issue 40, item 4: `make perf` took only the kit's models ("unknown model")."""
+    server = server_with_a_model_of_yours
+    host, http_port = server.http_url.rsplit(":", 1)
+    grpc_port = server.grpc_url.rsplit(":", 1)[1]
+    reports = tmp_path / "generated"
+    result = make_perf(
+        host, http_port, grpc_port, f"--models leaky_relu --concurrency 1 {TINY} --reports-dir {reports}"
+    )
+    assert result.returncode == 0, explain(result)
+    rows = json.loads((reports / "report.json").read_text())["rows"]
+    assert {(row["model"], row["protocol"], row["batch"], row["error"]) for row in rows} == {
+        ("leaky_relu", "http", 4, ""),
+        ("leaky_relu", "grpc", 4, ""),
+    }
+    assert "leaky_relu: from the server's metadata or --model-data" in (reports / "report.md").read_text()
+    # Your own data: an .npy of 3 items, sent 2 per request.
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.linspace(-1, 1, 3 * 16, dtype=np.float32).reshape(3, 16))
+    reports = tmp_path / "file"
+    args = f"--models leaky_relu --protocol http --concurrency 1 {TINY} --model-batch 2 "
+    args += f"--model-data leaky_relu={tmp_path / 'x.npy'} --reports-dir {reports}"
+    result = make_perf(host, http_port, grpc_port, args)
+    assert result.returncode == 0, explain(result)
+    (row,) = json.loads((reports / "report.json").read_text())["rows"]
+    assert (row["batch"], row["error"]) == (2, "")
+    data = json.loads((reports / "input-data" / "leaky_relu.json").read_text())["data"]
+    assert len(data) == 3 and data[0][next(iter(data[0]))]["shape"] == [16]
+
+
+def test_make_perf_on_a_misspelt_model_names_the_closest(server_with_a_model_of_yours, tmp_path):
+    server = server_with_a_model_of_yours
+    host, http_port = server.http_url.rsplit(":", 1)
+    grpc_port = server.grpc_url.rsplit(":", 1)[1]
+    result = make_perf(host, http_port, grpc_port, f"--models leaky_relu,l2nrm --reports-dir {tmp_path}")
+    assert result.returncode != 0, explain(result)  # make's 2 for the tool's 3
+    assert "is ready but does not serve 'l2nrm'; did you mean 'l2norm'?" in result.stderr, explain(result)
+    assert "start one with `make serve`" not in result.stderr

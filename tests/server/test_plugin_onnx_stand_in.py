@@ -35,8 +35,9 @@ from trt_plugin_kit.interface import (
     REPO_ROOT,
 )
 from trt_plugin_kit.scaffold import model as served_model
+from trt_plugin_kit.serving.host import Ports
 from trt_plugin_kit.serving.plugin_graph import PluginGraph
-from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.serving.server import TritonServer
 from trt_plugin_kit.specs import nodes as plugin_nodes
 from trt_plugin_kit.specs import reference
 from trt_plugin_kit.specs import spec as plugin_spec

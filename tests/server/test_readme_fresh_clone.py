@@ -21,7 +21,7 @@ import pytest
 
 from trt_plugin_kit.interface import MNIST_DIR, REPO_ROOT
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving.server import free_port
+from trt_plugin_kit.serving.host import free_port
 
 ADMIN_KEY = "readme-test-key"
 

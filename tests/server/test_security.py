@@ -33,18 +33,18 @@ from hostile_inputs import (
 from PIL import Image
 from tritonclient.utils import InferenceServerException
 
-from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving import cli as serve
-from trt_plugin_kit.serving.server import (
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     GRPC_ADMIN_HEADER,
     MODEL_NAMES,
     MODEL_REPOSITORY,
     REPO_ROOT,
-    Ports,
-    TritonServer,
     repository_models,
 )
+from trt_plugin_kit.models import mnist
+from trt_plugin_kit.serving import cli as serve
+from trt_plugin_kit.serving.host import Ports
+from trt_plugin_kit.serving.server import TritonServer
 
 PROTOCOLS = ("http", "grpc")
 

@@ -26,14 +26,14 @@ from PIL import Image
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import InferenceServerException
 
-from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving.server import (
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     GRPC_ADMIN_HEADER,
     MODEL_NAMES,
     REPO_ROOT,
     repository_models,
 )
+from trt_plugin_kit.models import mnist
 from trt_plugin_kit.specs.reference import l2_normalize
 
 PROTOCOLS = ("http", "grpc")

@@ -26,13 +26,8 @@ import tritonclient.http as httpclient
 from tritonclient.utils import InferenceServerException
 
 from trt_plugin_kit.serving.edge import limits
-from trt_plugin_kit.serving.server import (
-    EXPECTED_CPU_ERROR_LINES,
-    SHM_DIR,
-    SHM_PREFIX,
-    Ports,
-    TritonServer,
-)
+from trt_plugin_kit.serving.host import Ports
+from trt_plugin_kit.serving.server import EXPECTED_CPU_ERROR_LINES, SHM_DIR, SHM_PREFIX, TritonServer
 
 # Declared shapes that aborted Triton 2.51 (std::length_error / std::bad_alloc) or made it allocate
 # gigabytes from a body of under 100 bytes, before the HTTP guard (now the edge).
@@ -114,11 +109,11 @@ def test_the_edge_refuses_what_triton_would_mis_size_and_passes_everything_else(
 
 
 class Supervised:
-    """`python -m trt_plugin_kit.serving` (what `make serve` runs) in a subprocess; a thread reads output."""
+    """`trt-plugin-kit serve` (what `make serve` runs) in a subprocess; a thread reads output."""
 
     def __init__(self, tmp_path, ports: Ports, *extra: str):
         command = [
-            sys.executable, "-m", "trt_plugin_kit.serving", "--variant", "cpu", "--host", "127.0.0.1",
+            sys.executable, "-m", "trt_plugin_kit", "serve", "--variant", "cpu", "--host", "127.0.0.1",
             "--http-port", str(ports.http), "--grpc-port", str(ports.grpc),
             "--metrics-port", str(ports.metrics), "--log-file", str(tmp_path / "tritonserver.log"), *extra,
         ]  # fmt: skip
@@ -258,7 +253,8 @@ def serve_tree(http_port: int) -> tuple[int, int]:
                 arguments = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"trt_plugin_kit.serving" in arguments and str(http_port).encode() in arguments:
+            serving = b"trt_plugin_kit\0serve\0" in b"\0".join(arguments)  # python -m trt_plugin_kit serve
+            if serving and str(http_port).encode() in arguments:
                 serve_pid = int(entry.name)
     assert serve_pid is not None
     for entry in Path("/proc").iterdir():

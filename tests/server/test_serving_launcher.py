@@ -1,16 +1,15 @@
-"""`make serve`'s launcher (scripts/serve.py, trt_plugin_kit/serving/server.py). The image guard of
+"""`make serve`'s launcher (`trt-plugin-kit serve`, trt_plugin_kit/serving/server.py). The image guard of
 mnist_preprocess
 has its own tests in test_serving_preprocess.py.
 
 The CLI tests start the real script as `make serve` does (the virtual environment's Python running
-scripts/serve.py), on free loopback ports, and stop it with Ctrl-C (SIGINT) or SIGTERM.
+`trt-plugin-kit serve`), on free loopback ports, and stop it with Ctrl-C (SIGINT) or SIGTERM.
 """
 
 from __future__ import annotations
 
 import os
 import queue
-import re
 import shutil
 import signal
 import socket
@@ -24,26 +23,19 @@ import numpy as np
 import pytest
 import tritonclient.http as httpclient
 
+from trt_plugin_kit.interface import MODEL_REPOSITORY, REPO_ROOT, TENSORRT_MODELS
 from trt_plugin_kit.serving import cli as serve
 from trt_plugin_kit.serving import server as serving
-from trt_plugin_kit.serving.server import (
-    MODEL_REPOSITORY,
-    REPO_ROOT,
-    TENSORRT_MODELS,
-    HostProbe,
-    Ports,
-    ServingError,
-    TritonServer,
-    choose_variant,
-)
+from trt_plugin_kit.serving.host import HostProbe, Ports, ServingError, choose_variant
+from trt_plugin_kit.serving.server import TritonServer
 
-SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit.serving")  # what `make serve` runs
+SERVE_COMMAND = (sys.executable, "-m", "trt_plugin_kit", "serve")  # what `make serve` runs
 READY_LINE = "Triton Inference Server is ready."
 
 
 class ServeScript:
-    """scripts/serve.py in a subprocess; a thread collects its output lines (select() cannot see the lines
-    already buffered by the pipe's reader)."""
+    """`trt-plugin-kit serve` in a subprocess; a thread collects its output lines (select() cannot see the
+    lines already buffered by the pipe's reader)."""
 
     def __init__(self, tmp_path: Path, ports: Ports, *extra: str):
         command = [
@@ -128,12 +120,41 @@ def test_serve_script_reports_a_taken_port_and_exits(tmp_path):
             assert script.process.wait(timeout=30) == 1
         finally:
             script.kill()
-    # The public ports are the edge's: it says it could not bind, and serve.py says it ended.
-    assert re.search(
-        r"serve.py: error: the edge exited with code 1 \(cannot listen: .*\) before it was ready", output
-    )
+    # Checked before anything starts: serve.py names the port and its role, and how to choose others.
+    assert f"serve.py: error: cannot listen on 127.0.0.1:{ports.http} (HTTP port)" in output, output
     assert "address already in use" in output.lower()
     assert READY_LINE not in output
+    # Issue 40, item 13: the useful line alone, no traceback around it ("Event loop is closed", ...).
+    assert "Traceback" not in output and "Unclosed client session" not in output, output
+
+
+def test_serve_on_the_ports_of_another_kit_server_exits_1_without_reporting_ready(tmp_path, triton_server):
+    """Issue 40: the other server answered our readiness wait, serve.py said ready and restarted forever."""
+    script = ServeScript(tmp_path, triton_server.ports)
+    try:
+        output = script.read_until("never printed", timeout_s=120)
+        assert script.process.wait(timeout=30) == 1, output
+    finally:
+        script.kill()
+    assert f"cannot listen on 127.0.0.1:{triton_server.ports.http} (HTTP port)" in output, output
+    assert READY_LINE not in output and "restarting" not in output
+    assert triton_server.is_running()  # the other server is untouched
+
+
+def test_readiness_counts_only_a_listener_of_our_own_processes():
+    """The check after the readiness wait: a listener outside the server's session is another process."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        ports = Ports(port, port, port)
+        assert serving.ports_answered_by_others(ports, os.getsid(0)) == []
+        other_session = os.getsid(0) + 1 if os.getsid(0) != 1 else 2
+        assert serving.ports_answered_by_others(ports, other_session) == [
+            f"{role} port {port}" for role in ("HTTP", "gRPC", "metrics")
+        ]
+        with pytest.raises(serving.PortTaken, match=f"127.0.0.1:{port} \\(HTTP port\\)"):
+            serving.check_ports_free("127.0.0.1", Ports(port, port + 1, port + 2))
 
 
 @pytest.mark.parametrize("log_file", [True, False], ids=["log file", "console"])
@@ -186,7 +207,7 @@ def test_auto_picks_tensorrt_only_when_gpu_tensorrt_and_tritonserver_are_all_the
     ready.tensorrt_version = "10.13.3"
     assert choose_variant("auto", ready)[0] == "tensorrt"
     assert choose_variant("cpu", ready)[0] == "cpu"
-    missing = HostProbe(missing=["no NVIDIA GPU (nvidia-smi -L lists none)"])
+    missing = HostProbe(missing=["no NVIDIA GPU: no CUDA driver (libcuda.so.1 not loadable)"])
     variant, reason = choose_variant("auto", missing)
     assert variant == "cpu" and "no NVIDIA GPU" in reason
     with pytest.raises(ServingError, match="cannot run here: no NVIDIA GPU"):
@@ -231,7 +252,7 @@ def gpu_host(tmp_path, monkeypatch):
     return binary, library, repository
 
 
-def test_tensorrt_variant_preloads_the_plugin_library_on_the_default_configs(tmp_path, gpu_host):
+def test_tensorrt_variant_has_the_tensorrt_backend_load_the_plugin_library(tmp_path, gpu_host):
     binary, library, repository = gpu_host
     for model in TENSORRT_MODELS:
         (repository / model / "1" / "model.plan").write_bytes(b"engine")
@@ -245,7 +266,10 @@ def test_tensorrt_variant_preloads_the_plugin_library_on_the_default_configs(tmp
         server.stop()
     args = (binary.parent / "args").read_text().splitlines()
     env = dict(line.split("=", 1) for line in (binary.parent / "env").read_text().splitlines() if "=" in line)
-    assert env["LD_PRELOAD"].split(os.pathsep)[0] == str(library)
+    # The TensorRT backend loads the library (tensorrt_backend's `plugins` setting); no LD_PRELOAD, which the
+    # Python backend's stubs would inherit.
+    assert f"--backend-config=tensorrt,plugins={library}" in args
+    assert str(library) not in env.get("LD_PRELOAD", "")
     assert str(REPO_ROOT) in env["PYTHONPATH"].split(os.pathsep)  # mnist_preprocess imports trt_plugin_kit
     assert not any(arg.startswith("--model-config-name") for arg in args)  # the TensorRT configs
     assert f"--model-repository={repository}" in args and "--model-control-mode=none" in args
@@ -263,3 +287,49 @@ def test_tensorrt_variant_builds_missing_engines_and_reports_when_it_cannot(gpu_
     with pytest.raises(ServingError, match="build_engines.py failed"):
         server.start()
     assert server.process is None
+
+
+def test_a_plugin_library_that_does_not_link_the_runtime_is_refused_before_tritonserver_starts(monkeypatch):
+    """The library `make plugins` built here links no libnvinfer: on a host whose runtime is libnvinfer.so.10
+    the TensorRT backend would load it and register nothing. serve.py says so before starting anything."""
+    from trt_plugin_kit.engines import artifact_checks
+    from trt_plugin_kit.serving import host
+
+    built = sorted((REPO_ROOT / "build").glob("trt-*/libtrt_plugin_kit.so"))
+    if not built:
+        pytest.skip("no build/trt-*/libtrt_plugin_kit.so (make plugins builds it)")
+    monkeypatch.setattr(artifact_checks, "runtime_version", lambda: ("libnvinfer.so.10", "10.13.3.9"))
+    with pytest.raises(ServingError, match=r"cannot serve here: .* does not link libnvinfer\.so\.10"):
+        host.ensure_plugin_library("10.13.3", built[0])
+
+
+def test_serving_some_models_leaves_a_broken_model_of_yours_out(tmp_path):
+    """Issue 40, item 12: one bad model of one's own stopped every model. `--models` serves a subset (and what
+    its ensembles run); the same repository without it fails on the bad model, naming it."""
+    from trt_plugin_kit.interface import MODEL_REPOSITORY, MODELS_DIR
+    from trt_plugin_kit.scaffold import model as served_model
+    from trt_plugin_kit.specs import spec as plugin_spec
+
+    repository = tmp_path / "model_repository"
+    shutil.copytree(MODEL_REPOSITORY, repository)
+    (tmp_path / "models").symlink_to(MODELS_DIR)  # mnist's onnx_model is ../../models/onnx/...
+    served_model.create(plugin_spec.get("LeakyReLU"), False, repository)
+    (repository / "leaky_relu" / "model.onnx").unlink()  # a model of yours, half written
+    ports = Ports.free()
+    script = ServeScript(tmp_path, ports, "--model-repository", str(repository), "--models", "mnist_pipeline")
+    try:
+        banner = script.read_until("Stop with Ctrl-C.", timeout_s=180)
+        assert READY_LINE in banner, (
+            banner + (tmp_path / "tritonserver.log").read_text(errors="replace")[-3000:]
+        )
+        # The pipeline's steps come with it; l2norm and the broken model stay out.
+        assert "models:   mnist, mnist_pipeline, mnist_preprocess\n" in banner, banner
+        client = httpclient.InferenceServerClient(url=f"127.0.0.1:{ports.http}")
+        assert client.is_model_ready("mnist_pipeline") and not client.is_model_ready("leaky_relu")
+        client.close()
+        script.process.send_signal(signal.SIGTERM)
+        assert script.process.wait(timeout=60) == 0
+    finally:
+        script.kill()
+    with pytest.raises(serving.ServingError, match="did you mean 'leaky_relu'"):
+        serving.TritonServer(ports=Ports.free(), model_repository=repository, models=["leaky_rel"]).start()

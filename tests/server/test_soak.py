@@ -141,7 +141,7 @@ def test_a_refused_ensemble_request_counts_once_not_twice(triton_server):
     import numpy as np
 
     from loadtests.soak import report, server
-    from trt_plugin_kit.triton.protocol import Connection
+    from trt_plugin_kit.tritonserver.protocol import Connection
 
     location = triton_server.location
     png = (REPO_ROOT / "samples" / "digits" / "7.png").read_bytes()

@@ -1,5 +1,5 @@
-"""Any served model's tensors (trt_plugin_kit/triton/model_io.py) and the load tests' request kind built on
-them (loadtests/any_model.py), without a server: metadata of both protocols, data from .npy/.npz or
+"""Any served model's tensors (trt_plugin_kit/tritonserver/model_io.py) and the load tests' request kind built
+on them (loadtests/any_model.py), without a server: metadata of both protocols, data from .npy/.npz or
 generated, the checks of inputs and responses, the mix naming a model, and the Locust flags round trip.
 (Against the real server: tests/server/test_plugin_onnx_stand_in.py.)"""
 
@@ -14,9 +14,9 @@ import pytest
 
 from loadtests import any_model
 from loadtests.options import add_workload_arguments, locust_arguments, request_mix, workload_from_args
-from loadtests.workloads import ResponseCheckError
+from loadtests.outcomes import ResponseCheckError
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.triton.model_io import (
+from trt_plugin_kit.tritonserver.model_io import (
     ModelDataError,
     ModelIO,
     check_inputs,

@@ -93,7 +93,7 @@ def test_compose_replicas_override_fits_the_image_and_the_slots():
     service = override["services"]["triton-cpu"]
     command = service["command"]
     assert command[:3] == ["python", "-m", "trt_plugin_kit.deploy.replica_slot"]
-    assert command[command.index("--") + 1 :] == ["python", "scripts/serve.py"]  # the image's own command
+    assert command[command.index("--") + 1 :] == ["trt-plugin-kit", "serve"]  # the image's own command
     port_file = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--http-port-file="))
     slots_dir = next(arg.split("=", 1)[1] for arg in command if arg.startswith("--dir="))
     assert port_file.startswith("/tmp/") and port_file in " ".join(service["healthcheck"]["test"])

@@ -42,7 +42,7 @@ from trt_plugin_kit.engines.verify import compare_with_reference
 from trt_plugin_kit.interface import FLAVOURS, PLUGIN_LIBRARY_NAME, PRECISIONS, REPO_ROOT
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import export
-from trt_plugin_kit.triton.config import (
+from trt_plugin_kit.tritonserver.config import (
     ModelConfigError,
     TensorConfig,
     WarmupSample,

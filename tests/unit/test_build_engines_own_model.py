@@ -18,7 +18,7 @@ from trt_plugin_kit.engines.verify import generated_feeds
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.specs import spec as plugin_spec
-from trt_plugin_kit.triton.config import model_config_from_text
+from trt_plugin_kit.tritonserver.config import model_config_from_text
 
 ITEM = served_model.ITEM_LENGTH
 

@@ -4,6 +4,8 @@ and the console scripts pyproject.toml declares point at functions that exist.""
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import re
 import subprocess
 import sys
 
@@ -48,3 +50,27 @@ def test_the_console_scripts_point_at_functions():
     for target in scripts.values():
         module, _, function = target.partition(":")
         assert callable(getattr(importlib.import_module(module), function)), target
+
+
+# The server's retired entry points: `make serve` and `trt-plugin-kit serve` (`python -m trt_plugin_kit serve`
+# in an image without the console script) are the one way to start it.
+RETIRED_SERVE_COMMANDS = re.compile(
+    r"scripts/serve\.py|trt_plugin_kit/serve\.py|-m trt_plugin_kit\.serving\b(?!\.)"
+)
+
+
+def test_one_way_to_serve():
+    assert not (REPO_ROOT / "scripts" / "serve.py").exists()
+    assert importlib.util.find_spec("trt_plugin_kit.serve") is None
+    assert importlib.util.find_spec("trt_plugin_kit.serving.__main__") is None
+    tracked = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        capture_output=True, text=True, cwd=REPO_ROOT, check=True,
+    ).stdout.split()  # fmt: skip
+    quoting = [
+        f"{path}: {found[0]}"
+        for path in tracked
+        if not path.startswith(("records/", "tests/")) and (REPO_ROOT / path).is_file()
+        for found in RETIRED_SERVE_COMMANDS.finditer((REPO_ROOT / path).read_text(errors="replace"))
+    ]
+    assert not quoting, f"files still naming a retired way to serve: {quoting}"

@@ -121,14 +121,15 @@ def env_of(container_spec: dict) -> dict[str, str]:
 def serve_args(container_spec: dict) -> argparse.Namespace:
     """A GPU server container's args (the image's entrypoint runs them) read by serve.py's own parser."""
     args = container_spec["args"]
-    assert args[:3] == list(k8s.SERVE_MODULE), f"{container_spec['name']} does not run serve.py: {args[:3]}"
-    return parse_args(args[3:])
+    serving = args[: len(k8s.SERVE_COMMAND)] == list(k8s.SERVE_COMMAND)
+    assert serving, f"{container_spec['name']} does not run `trt-plugin-kit serve`: {args}"
+    return parse_args(args[len(k8s.SERVE_COMMAND) :])
 
 
 def compose_serve_args(compose: dict) -> argparse.Namespace:
     command = compose["services"]["triton"]["command"]
-    assert command[:3] == list(k8s.SERVE_MODULE)
-    return parse_args(command[3:])
+    assert command[: len(k8s.SERVE_COMMAND)] == list(k8s.SERVE_COMMAND)
+    return parse_args(command[len(k8s.SERVE_COMMAND) :])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -149,23 +150,24 @@ def _server_args(document: dict) -> list[str]:
 
 
 def test_generated_files_follow_their_sources():
-    """Another pin moves images, TensorRT version and nothing else: the edge stands in front of every Triton
-    release, and serving.py picks the release-dependent tritonserver flags from `tritonserver --help`."""
+    """Another pin moves the images and nothing else (the TensorRT version is read from them at run time):
+    the edge stands in front of every Triton release, and serving.py picks the release-dependent
+    tritonserver flags from `tritonserver --help`."""
     pin = k8s.read_ngc_pin()
     extra = k8s.compose_tritonserver_args()
     current = {"gpu": k8s.gpu_deployment_patch(pin, extra), "kserve": k8s.serving_runtime(pin, extra)}
     for release in ("25.09", "26.04", "26.05", "26.09"):
-        moved = k8s.NgcPin(release, "10.99.0", pin.artifacts_dir, pin.plugin_library, pin.model_repository)
+        moved = k8s.NgcPin(release, pin.artifacts_dir, pin.plugin_library, pin.model_repository)
         patch, runtime = k8s.gpu_deployment_patch(moved, extra), k8s.serving_runtime(moved, extra)
         (triton,) = patch["spec"]["template"]["spec"]["containers"]
         assert triton["name"] == "triton" and triton["image"] == f"{k8s.TRITON_GPU_IMAGE}:{release}"
-        assert env_of(triton)["TENSORRT_VERSION"] == "10.99.0"
+        assert "TENSORRT_VERSION" not in env_of(triton)
         assert _server_args(patch) == _server_args(current["gpu"])
         assert _server_args(runtime) == _server_args(current["kserve"])
         assert runtime["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
     # tritonserver's extras follow compose's `triton` command.
     other = k8s.gpu_deployment_patch(pin, ["--log-info=false"])
-    assert parse_args(_server_args(other)[3:]).tritonserver_args == ["--log-info=false"]
+    assert parse_args(_server_args(other)[len(k8s.SERVE_COMMAND) :]).tritonserver_args == ["--log-info=false"]
     # resources.yaml (by hand) and the generated patch name the same containers.
     by_hand = yaml.safe_load((KUBERNETES_DIR / "overlays" / "gpu" / "resources.yaml").read_text())
     assert [c["name"] for c in by_hand["spec"]["template"]["spec"]["containers"]] == ["triton"]
@@ -314,12 +316,16 @@ def test_gpu_artifacts_are_the_builders_and_compose_paths(rendered, compose):
     triton = container(rendered["gpu"], "triton")
     builder_env, args = env_of(builder), serve_args(triton)
     compose_builder = compose["services"]["builder"]["environment"]
-    # Same paths, same TensorRT pin as compose; serve.py preloads the library the builder writes.
-    for key in ("ARTIFACTS_DIR", "PLUGIN_LIBRARY", "MODEL_REPOSITORY", "TENSORRT_VERSION"):
+    # Same paths as compose, the same bounded compile; Triton loads the library the builder writes.
+    for key in ("ARTIFACTS_DIR", "PLUGIN_LIBRARY", "MODEL_REPOSITORY"):
         assert builder_env[key] == compose_builder[key], key
+    assert compose_builder["BUILD_JOBS"] == f"${{BUILD_JOBS:-{builder_env['BUILD_JOBS']}}}"
     assert str(args.plugin_library) == builder_env["PLUGIN_LIBRARY"]
     assert str(args.model_repository) == builder_env["MODEL_REPOSITORY"]
-    assert env_of(triton)["TENSORRT_VERSION"] == builder_env["TENSORRT_VERSION"]
+    # The entrypoint compares the builder's stamp with the image's TensorRT and checks this library's links.
+    assert {key: env_of(triton)[key] for key in ("ARTIFACTS_DIR", "PLUGIN_LIBRARY")} == {
+        key: builder_env[key] for key in ("ARTIFACTS_DIR", "PLUGIN_LIBRARY")
+    }
     # The builder writes into the volume that the server mounts read-only at the same place.
     builder_mount = {m["mountPath"]: m for m in builder["volumeMounts"]}[builder_env["ARTIFACTS_DIR"]]
     triton_mount = {m["mountPath"]: m for m in triton["volumeMounts"]}[builder_env["ARTIFACTS_DIR"]]
@@ -334,7 +340,7 @@ def test_gpu_artifacts_are_the_builders_and_compose_paths(rendered, compose):
     assert builder["image"] == f"{k8s.BUILDER_IMAGE}:{release}"
     assert triton["image"] == f"{k8s.TRITON_GPU_IMAGE}:{release}"
     # The image carries the edge's dependencies (tests/unit/test_compose.py checks the list).
-    assert "aiohttp" in (REPO_ROOT / "docker" / "triton.Dockerfile").read_text()
+    assert "aiohttp==" in (REPO_ROOT / "docker" / "triton-requirements.txt").read_text()
 
 
 def test_gpus_are_requested_by_the_builder_and_the_server(rendered):
@@ -357,7 +363,7 @@ def test_the_plugin_library_is_preloaded_by_serve_py_alone(rendered, serving_run
 
 def test_cpu_server_starts_like_make_serve(rendered, compose):
     triton = container(rendered["cpu"], "triton")
-    assert triton["command"] == ["python", "-m", "trt_plugin_kit.serving"]
+    assert triton["command"] == ["trt-plugin-kit", "serve"]
     args = parse_args(triton["args"])  # serve.py's own parser: flags it does not know fail here
     assert (args.variant, args.host, args.restart) == ("cpu", "0.0.0.0", "never")
     assert (args.http_port, args.grpc_port, args.metrics_port) == tuple(PUBLIC_PORTS.values())
@@ -474,7 +480,7 @@ def test_serving_runtime_serves_the_model_storage_through_serve_py(serving_runti
     pin = k8s.read_ngc_pin()
     (server,) = serving_runtime["spec"]["containers"]
     env = env_of(server)
-    assert env["ARTIFACTS_DIR"] == k8s.KSERVE_MODEL_DIR and env["TENSORRT_VERSION"] == pin.tensorrt_version
+    assert env["ARTIFACTS_DIR"] == k8s.KSERVE_MODEL_DIR and "TENSORRT_VERSION" not in env
     # The storage holds what the builder writes into its artifacts folder, at the same relative paths.
     args = serve_args(server)
     assert str(args.model_repository) == f"{k8s.KSERVE_MODEL_DIR}/{pin.relative(pin.model_repository)}"
@@ -486,7 +492,12 @@ def test_serving_runtime_serves_the_model_storage_through_serve_py(serving_runti
     annotations = serving_runtime["metadata"]["annotations"]
     assert int(annotations["prometheus.kserve.io/port"]) == args.metrics_port == DEFAULT_METRICS_PORT
     assert serving_runtime["spec"]["protocolVersions"] == ["v2", "grpc-v2"]
-    assert server["ports"] == [{"name": "http1", "containerPort": k8s.KSERVE_HTTP_PORT, "protocol": "TCP"}]
+    assert env["PLUGIN_LIBRARY"] == str(args.plugin_library)  # the entrypoint checks its links
+    # Both protocols the edge serves are declared (issue 45: gRPC was started but not declared).
+    assert server["ports"] == [
+        {"name": "http1", "containerPort": k8s.KSERVE_HTTP_PORT, "protocol": "TCP"},
+        {"name": "grpc-port", "containerPort": k8s.KSERVE_GRPC_PORT, "protocol": "TCP"},
+    ]
 
 
 def test_servers_have_a_writable_tmp(rendered, serving_runtime):

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from loadtests import report, runner
+from loadtests import options, report, runner
+from loadtests.outcomes import RequestFailure, ResponseCheckError, request_name
 from loadtests.report import RequestTypeStats, Thresholds, find_violations
 from loadtests.workloads import (
     PROTOCOLS,
@@ -22,18 +23,14 @@ from loadtests.workloads import (
     L2NormTask,
     MnistBatchTask,
     MnistPipelineTask,
-    RequestFailure,
-    ResponseCheckError,
     WorkloadConfig,
     digit_images,
     parse_request_name,
-    parse_weights,
-    request_name,
 )
 from trt_plugin_kit.interface import REPO_ROOT, SAMPLES_DIR
 from trt_plugin_kit.models import mnist
-from trt_plugin_kit.serving.server import free_port
-from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.serving.host import free_port
+from trt_plugin_kit.tritonserver.options import ServerLocation, parse_weights
 
 # What loadtests/locustfile.py writes at the end of a run (--final-stats): two request types.
 FINAL_STATS = {
@@ -386,20 +383,20 @@ def test_charts_are_written(tmp_path):
     ("text", "seconds"), [("90", 90.0), ("30s", 30.0), ("2m", 120.0), ("1h30m", 5400.0), ("1m5s", 65.0)]
 )
 def test_parse_duration_reads_locust_time_spans(text, seconds):
-    assert runner.parse_duration(text) == seconds
+    assert options.parse_duration(text) == seconds
 
 
 @pytest.mark.parametrize("text", ["", "abc", "5x", "0s", "1m-2s"])
 def test_parse_duration_refuses_garbage(text):
     with pytest.raises(ValueError):
-        runner.parse_duration(text)
+        options.parse_duration(text)
 
 
 def test_parse_user_counts():
-    assert runner.parse_user_counts("1,4,16") == [1, 4, 16]
+    assert options.parse_user_counts("1,4,16") == [1, 4, 16]
     for bad in ("", "0", "4,x", "-1"):
         with pytest.raises(ValueError):
-            runner.parse_user_counts(bad)
+            options.parse_user_counts(bad)
 
 
 @pytest.mark.parametrize(
@@ -647,7 +644,8 @@ def test_only_errors_of_the_path_are_retried():
     from geventhttpclient.response import HTTPConnectionClosed  # noqa: PLC0415
     from tritonclient.utils import InferenceServerException  # noqa: PLC0415
 
-    from loadtests.workloads import ResponseCheckError, is_retryable  # noqa: PLC0415
+    from loadtests.outcomes import ResponseCheckError
+    from loadtests.workloads import is_retryable
 
     retried = [
         ConnectionRefusedError(),
@@ -687,8 +685,8 @@ def test_every_tool_that_starts_a_server_names_its_variant_alike(module):
 
 def test_triton_counters_are_read_through_the_one_metrics_reader():
     """The soak's sampler, the queue signal and the failover read Prometheus through
-    trt_plugin_kit.triton.metrics; no load-test module fetches or parses the metrics text itself (one that
-    fetches a URL, like perf's readiness check, names no metrics endpoint)."""
+    trt_plugin_kit.tritonserver.metrics; no load-test module fetches or parses the metrics text itself (one
+    that fetches a URL, like perf's readiness check, names no metrics endpoint)."""
     import re
 
     readers = set()
@@ -697,7 +695,8 @@ def test_triton_counters_are_read_through_the_one_metrics_reader():
         name = str(path.relative_to(REPO_ROOT))
         fetches = re.search(r"urllib\.request|urlopen|http\.client|requests\.get", text)
         assert not (fetches and re.search(r"/metrics|metrics_url|metrics_port", text)), name
-        if re.search(r"from trt_plugin_kit\.triton(\.metrics)? import .*\b(metrics|read_metrics)\b", text):
+        reader = r"from trt_plugin_kit\.tritonserver(\.metrics)? import .*\b(metrics|read_metrics)\b"
+        if re.search(reader, text):
             readers.add(name)
     assert readers == {
         "loadtests/soak/workers.py",

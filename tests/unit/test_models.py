@@ -19,8 +19,7 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from trt_plugin_kit import PLUGIN_NAMESPACE, PLUGIN_VERSION
-from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.interface import PLUGIN_NAMESPACE, PLUGIN_VERSION, REPO_ROOT
 from trt_plugin_kit.models import export, lenet, mnist, train
 from trt_plugin_kit.specs import nodes as plugin_nodes
 from trt_plugin_kit.specs import spec as plugin_spec

@@ -59,7 +59,11 @@ def test_the_h200_record_reads_back():
     # and ncu saw every kernel inside its enqueue's NVTX range (the build option at work).
     records = REPO_ROOT / "records" / "ncu"
     report = json.loads((records / "ncu.json").read_text())
-    assert {c["plugin"] for c in report["cases"]} == {case.plugin for case in build_cases()}
+    # Issue 43's plugins came after the H200 run: profiled at the next one (they are in DEFAULT_CASES).
+    not_yet_profiled = {"RmsNormLastAxis", "FlashAttentionTriton"}
+    assert {c["plugin"] for c in report["cases"]} == {
+        case.plugin for case in build_cases()
+    } - not_yet_profiled
     for case in report["cases"]:
         kernels = ncu.read_kernels(records / f"{case['id'].replace('/', '_').replace('>', '')}.csv")
         assert kernels == case["kernels"], case["id"]

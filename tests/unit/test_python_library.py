@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving import server as serving
-from trt_plugin_kit.serving.server import REPO_ROOT, ServingError, python_shared_library_dir
+from trt_plugin_kit.serving.host import ServingError
+from trt_plugin_kit.serving.server import python_shared_library_dir
 
 MINOR = f"{sys.version_info.major}.{sys.version_info.minor}"
 SONAME = f"libpython{MINOR}{sys.abiflags}.so.1.0"

@@ -3,6 +3,9 @@ hand-worked tiny cases, INT8 rounding ties) and their argument checks."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -368,3 +371,26 @@ def test_inputs_are_not_modified():
     reference.l2_normalize(x)
     reference.fully_connected(x, np.zeros(3 * 144), None, 3)
     np.testing.assert_array_equal(x, before)
+
+
+def test_importing_the_registry_loads_no_plugin_reference():
+    """Importing the registry reads no spec and imports no plugins/*/reference.py: each plugin's module is
+    imported when one of its functions is first asked for, that plugin's alone."""
+    code = (
+        "import sys\n"
+        "from trt_plugin_kit.specs import reference, spec\n"
+        "loaded = lambda: sorted(m for m in sys.modules if 'plugin_references.' in m)\n"
+        "assert loaded() == [] and spec._all.cache_info().currsize == 0, (loaded(), spec._all.cache_info())\n"
+        "reference.REFERENCES['LeakyReLU']\n"
+        "assert loaded() == ['trt_plugin_kit.plugin_references.leaky_relu'], loaded()\n"
+        "from trt_plugin_kit.specs.reference import pool\n"
+        "assert pool.__module__ == 'trt_plugin_kit.plugin_references.pool'\n"
+        "try:\n"
+        "    reference.no_such_reference\n"
+        "except AttributeError as error:\n"
+        "    assert 'no plugin reference defines it' in str(error)\n"
+        "else:\n"
+        "    raise AssertionError('an unknown name was found')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr

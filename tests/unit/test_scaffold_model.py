@@ -17,7 +17,7 @@ from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.serving.plugin_graph import PluginGraph, interface_mismatches
 from trt_plugin_kit.specs import nodes as plugin_nodes
 from trt_plugin_kit.specs import spec as plugin_spec
-from trt_plugin_kit.triton.config import load_model_config
+from trt_plugin_kit.tritonserver.config import load_model_config
 
 
 @pytest.mark.parametrize(("plugin", "reduce"), [("LeakyReLU", False), ("ConcatCopy", False)])

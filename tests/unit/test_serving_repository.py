@@ -14,17 +14,18 @@ import pytest
 from google.protobuf import json_format, text_format
 from tritonclient.grpc import model_config_pb2
 
-from trt_plugin_kit.interface import MODEL_ONNX_FILE, PLUGIN_ONNX_BACKEND
-from trt_plugin_kit.models.export import L2NORM_MAX_DIM
-from trt_plugin_kit.scaffold import model as served_model
-from trt_plugin_kit.serving.plugin_graph import PluginGraph, interface_mismatches
-from trt_plugin_kit.serving.server import (
+from trt_plugin_kit.interface import (
     CPU_MODEL_CONFIG_NAME,
     MODEL_NAMES,
+    MODEL_ONNX_FILE,
     MODEL_REPOSITORY,
+    PLUGIN_ONNX_BACKEND,
     TENSORRT_MODELS,
     repository_models,
 )
+from trt_plugin_kit.models.export import L2NORM_MAX_DIM
+from trt_plugin_kit.scaffold import model as served_model
+from trt_plugin_kit.serving.plugin_graph import PluginGraph, interface_mismatches
 from trt_plugin_kit.specs import spec as plugin_spec
 
 ModelConfig = model_config_pb2.ModelConfig

@@ -18,8 +18,8 @@ from loadtests.soak import page, report
 from loadtests.soak.requests import MODELS, bad_requests, good_tasks
 from loadtests.soak.workers import Mix, Sampler, Tally, Worker, good_failure, judge_bad, run_load
 from trt_plugin_kit.interface import SAMPLES_DIR
-from trt_plugin_kit.serving.server import free_port
-from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.serving.host import free_port
+from trt_plugin_kit.tritonserver.options import ServerLocation
 
 DIGITS = str(SAMPLES_DIR)  # the 10 sample digits: no data set needed
 

@@ -16,7 +16,7 @@ MIN_REPETITIONS = 100  # roofline round: at least 100 repetitions per measuremen
 MNIST_GRAPH_BATCH = 100  # enqueues per CUDA graph for the serving sizes
 MNIST_BATCHES = (1, 64, 1024)
 LARGE_NCHW = (256, 64, 112, 112)  # 205.5 M elements: 822 MB FP32, 411 MB FP16, 206 MB INT8
-DTYPE_BYTES = {"fp32": 4, "fp16": 2, "int8": 1}
+DTYPE_BYTES = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1}
 # LeNet (trt_plugin_kit/models/lenet.py): conv1's output (pool1's input), conv2's output (pool2's input),
 # fc1, fc2.
 LENET_CONV1 = (20, 24, 24)
@@ -28,10 +28,22 @@ PEER_RATIO = 0.97
 PEER_TARGET = "plugin >= 1.0x its PyTorch peer (noise allowance 0.97x)"
 GIB = 1 << 30
 FAMILY_ORDER = ("L2Normalize", "PReLU", "LeakyReLU", "Pool", "FullyConnected", "ConcatCopy", "SwiGLUSplit")
+FAMILY_ORDER += ("RmsNormLastAxis", "FlashAttentionTriton")
 # SwiGLU (a Triton kernel, plugins/swiglu/kernel.py): a gated fc1 of LeNet's width (2 x 500 -> 500) at the
 # serving sizes; large: wide rows (one row per program) and many narrow rows (16 x 64 tiles).
 SWIGLU_LARGE = ((16384, 8192), (1048576, 256))
 SWIGLU_MNIST_WIDTH = 2 * LENET_FC1
+# The transformer plugins (issue 43) in FP32, FP16 and BF16. Serving sizes: mnist_vit's block at the MNIST
+# batches (trt_plugin_kit/models/vit.py, which this bare-Python module cannot import; tests/unit/test_vit.py
+# keeps them equal): 49 tokens (patches of 4 x 4 pixels) of width 64, 4 heads of 16.
+# Large: RMSNorm's rows of LLM widths against the copy roofline; attention at long sequences against
+# PyTorch's scaled_dot_product_attention (whatever backend it picks), ratio >= 0.7, with its TFLOP/s.
+TRANSFORMER_DTYPES = ("fp32", "fp16", "bf16")
+VIT_TOKENS, VIT_WIDTH, VIT_HEADS = 49, 64, 4
+RMS_NORM_LARGE = ((65536, 1024), (16384, 4096), (4096, 8192))
+ATTENTION_LONG = tuple((seq, head) for seq in (1024, 2048, 4096, 8192) for head in (64, 128))
+ATTENTION_LONG_HEADS = 16  # B = 1: B x H x S x D of a long-context layer
+ATTENTION_LONG_RATIO = 0.7
 # The head-to-head of the kernel languages: LeakyReLU's CUDA kernel against the same op in Triton
 # (plugins/benchmarks/triton_twin/), (dtype, elements, graph batch): the large shape and the serving sizes.
 TWIN_CASES = tuple(
@@ -70,6 +82,7 @@ class Case:
     batch: int | None = None
     flops: int = 0
     extra_bytes: int = 0  # bytes read besides the inputs (FC weights and bias)
+    peer_ratio: float = PEER_RATIO  # the peers' generic target; another where the issue sets its own
     note: str = ""
 
     @property
@@ -238,6 +251,80 @@ def swiglu_case(dtype, shape, group, target=None, batch=None, graph_batch=0, not
     )
 
 
+def rms_norm_case(dtype, rows, width, group, target=None, batch=None, graph_batch=0, note="") -> Case:
+    return _plugin_case(
+        "RmsNormLastAxis",
+        "rms_norm",
+        f"{rows}x{width}",
+        (dtype, group, batch, graph_batch),
+        inputs=[(rows, width), (width,)],
+        outputs=[(rows, width)],
+        fields="eps=f:1e-6",
+        torch_op={"op": "rms_norm", "eps": 1e-6},
+        peers=["F.rms_norm"],
+        targets=[target] if target else [],
+        note=note,
+    )
+
+
+def attention_case(dtype, shape, causal, group, batch=None, graph_batch=0, peer_ratio=PEER_RATIO) -> Case:
+    """FlashAttentionTriton at q = k = v = `shape` [B, H, S, D]: 4 B H S^2 D flops (half of them causal)."""
+    b, h, s, d = shape
+    return _plugin_case(
+        "FlashAttentionTriton",
+        "attention",
+        shape_text(shape) + ("/causal" if causal else ""),
+        (dtype, group, batch, graph_batch),
+        inputs=[shape, shape, shape],
+        outputs=[shape],
+        fields=f"causal=i:{int(causal)}",
+        torch_op={"op": "sdpa", "causal": bool(causal)},
+        peers=["F.scaled_dot_product_attention"],
+        flops=4 * b * h * s * s * d // (2 if causal else 1),
+        peer_ratio=peer_ratio,
+        note="a Triton kernel (plugins/flash_attention/kernel.py), compiled ahead of time",
+    )
+
+
+def transformer_cases() -> list[Case]:
+    """RMSNorm and attention: large shapes (roofline, long sequences) and a ViT block's serving sizes."""
+    cases = []
+    for shape in RMS_NORM_LARGE:
+        for dtype in TRANSFORMER_DTYPES:
+            t = Target("RMSNorm >= 90% of copy bandwidth", "pct_copy", ">=", 90.0)
+            cases.append(rms_norm_case(dtype, *shape, "large", t))
+    for seq, head in ATTENTION_LONG:
+        for dtype in ("fp16", "bf16"):
+            for causal in (False, True):
+                c = attention_case(
+                    dtype,
+                    (1, ATTENTION_LONG_HEADS, seq, head),
+                    causal,
+                    "large",
+                    peer_ratio=ATTENTION_LONG_RATIO,
+                )
+                name = f"attention >= {ATTENTION_LONG_RATIO}x F.scaled_dot_product_attention, long sequences"
+                c.targets.append(Target(name, "speed_ratio", ">=", ATTENTION_LONG_RATIO, peer=c.peers[0]))
+                cases.append(c)
+    for batch in MNIST_BATCHES:
+        for dtype in TRANSFORMER_DTYPES:
+            g = MNIST_GRAPH_BATCH
+            cases.append(
+                rms_norm_case(dtype, batch * VIT_TOKENS, VIT_WIDTH, "mnist", batch=batch, graph_batch=g)
+            )
+            shape = (batch, VIT_HEADS, VIT_TOKENS, VIT_WIDTH // VIT_HEADS)
+            cases.append(attention_case(dtype, shape, False, "mnist", batch=batch, graph_batch=g))
+    for c in cases:
+        if c.batch == 1:
+            c.targets.append(
+                Target("MNIST batch 1: <= 5 us per enqueue (CUDA graph)", "median_us", "<=", 5.0)
+            )
+    for shape in SWIGLU_LARGE:  # SwiGLUSplit's BF16 variants (its FP32/FP16 cases are build_cases')
+        t = Target("SwiGLU (Triton) >= 90% of copy bandwidth", "pct_copy", ">=", 90.0)
+        cases.append(swiglu_case("bf16", shape, "large", t))
+    return cases
+
+
 def build_cases() -> list[Case]:
     """Every case of the full run, targets first: large memory-bound shapes, FC, then the MNIST sizes."""
     cases: list[Case] = []
@@ -310,8 +397,10 @@ def build_cases() -> list[Case]:
                     Target("MNIST batch 1: <= 5 us per enqueue (CUDA graph)", "median_us", "<=", 5.0)
                 )
         cases += group
+    cases += transformer_cases()
     for c in cases:
-        c.targets += [Target(PEER_TARGET, "speed_ratio", ">=", PEER_RATIO, peer=peer) for peer in c.peers]
+        if c.peer_ratio == PEER_RATIO:
+            c.targets += [Target(PEER_TARGET, "speed_ratio", ">=", PEER_RATIO, peer=peer) for peer in c.peers]
     ids = [c.id for c in cases]
     assert len(ids) == len(set(ids)), "duplicate case ids"
     return cases

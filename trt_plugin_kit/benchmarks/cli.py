@@ -35,7 +35,7 @@ from trt_plugin_kit.benchmarks.library import (
     find_libraries,
 )
 from trt_plugin_kit.benchmarks.peers import TorchRunner, import_torch, time_peer
-from trt_plugin_kit.benchmarks.report import METHOD, fmt, metric_text, write_reports
+from trt_plugin_kit.benchmarks.report import METHOD, fmt, metric_text, tactic_margin, write_reports
 from trt_plugin_kit.benchmarks.targets import attach_comparisons, derive, evaluate_targets
 from trt_plugin_kit.interface import REPO_ROOT
 
@@ -105,6 +105,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--copy-gib", type=float, default=1.0, help="size of the device-to-device copy (GiB)")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch peers and GEMM (plugins only)")
     p.add_argument("--no-chart", action="store_true", help="do not write benchmark.png")
+    p.add_argument(
+        "--tactics",
+        action="store_true",
+        help="benchmark.md (and the log) show every tactic's time per case, not only the chosen one's",
+    )
     argv = sys.argv[1:] if argv is None else list(argv)
     args = p.parse_args(argv)
     args.command = f"{PROG} {shlex.join(argv)}".rstrip()  # recorded in benchmark.json and .md
@@ -246,8 +251,9 @@ def device_meta(lib: BenchLibrary, torch, command: str) -> dict:
     return meta
 
 
-def measure(args) -> int:
-    started = time.monotonic()
+def open_run(args):
+    """The libraries, PyTorch (if importable) and the run's metadata: (lib, torch, meta), or an exit
+    status."""
     bench, plugin = find_libraries(args)
     for path in (bench, plugin):
         if not path.is_file():
@@ -270,35 +276,36 @@ def measure(args) -> int:
     meta["torch_missing"] = torch_missing
     meta["options"] = {
         k: getattr(args, k)
-        for k in ("repetitions", "max_seconds", "time_budget", "spin_us", "max_sets", "quick")
+        for k in ("repetitions", "max_seconds", "time_budget", "spin_us", "max_sets", "quick", "tactics")
     }
     meta["options"]["only"] = args.only
-    l2 = int(meta["device"]["l2_bytes"])
     print(
         f"device: {meta['device']['name']}, driver {meta.get('driver_version')}, "
-        f"CUDA {meta['cuda_runtime']}, L2 {l2 / 2**20:.0f} MiB, PyTorch {meta.get('torch_version', '-')}"
+        f"CUDA {meta['cuda_runtime']}, L2 {int(meta['device']['l2_bytes']) / 2**20:.0f} MiB, "
+        f"PyTorch {meta.get('torch_version', '-')}"
     )
-    options = f"spin_us={args.spin_us};max_seconds={args.max_seconds};max_sets={args.max_sets}"
-    out = Path(args.out)
-    report = {"schema": 1, "meta": meta, "roofline": {}, "cases": [], "chains": [], "targets": []}
+    return lib, torch, meta
 
-    # ---- 1. roofline: device-to-device copy
+
+def measure_roofline(lib, torch, meta: dict, args, options: str):
+    """1. The device-to-device copy (cudaMemcpyAsync and torch's copy_): (roofline record, TorchRunner or
+    None, copy GB/s)."""
     copy_bytes = int(args.copy_gib * GIB) // 256 * 256
-    roof = report["roofline"]
-    roof["copy_bytes"] = copy_bytes
+    roof = {"copy_bytes": copy_bytes}
     reps = max(args.repetitions // 4, 50)
     try:
-        r = lib.copy(copy_bytes, reps, options)
-        roof["cuda_memcpy"] = derive(r, 2 * copy_bytes, 0, None)
+        roof["cuda_memcpy"] = derive(lib.copy(copy_bytes, reps, options), 2 * copy_bytes, 0, None)
     except BenchError as error:
         roof["cuda_memcpy_error"] = str(error)
     runner = None
     if torch is not None:
         try:
-            runner = TorchRunner(torch, l2, args.spin_us, args.max_seconds, args.max_sets)
+            runner = TorchRunner(
+                torch, int(meta["device"]["l2_bytes"]), args.spin_us, args.max_seconds, args.max_sets
+            )
         except Exception as error:  # no peers then, but the plugins are still measured
-            torch_missing = meta["torch_missing"] = f"PyTorch setup failed: {type(error).__name__}: {error}"
-            print(f"note: {torch_missing}")
+            meta["torch_missing"] = f"PyTorch setup failed: {type(error).__name__}: {error}"
+            print(f"note: {meta['torch_missing']}")
     if runner is not None:
         try:
             roof["torch_copy"] = derive(runner.copy(copy_bytes, reps), 2 * copy_bytes, 0, None)
@@ -312,32 +319,72 @@ def measure(args) -> int:
         f"copy bandwidth: {fmt(copy_gbps, 0)} GB/s ({roof['source']}; cudaMemcpyAsync "
         f"{fmt((roof.get('cuda_memcpy') or {}).get('gb_per_s'), 0)} GB/s)"
     )
+    return roof, runner, copy_gbps
 
-    # ---- 2./3. every case: the plugin, then its peers
+
+def case_record(case) -> dict:
+    return {
+        "id": case.id,
+        "family": case.family,
+        "plugin": case.plugin,
+        "dtype": case.dtype,
+        "group": case.group,
+        "batch": case.batch,
+        "mode": case.mode,
+        "graph_batch": case.graph_batch,
+        "inputs": [list(s) for s in case.inputs],
+        "outputs": [list(s) for s in case.outputs],
+        "fields": case.fields,
+        "bytes_moved": case.bytes_moved,
+        "flops": case.flops,
+        "note": case.note,
+        "plugin_result": None,
+        "peers": [],
+        "versus": [],
+        "error": None,
+        "skipped": None,
+    }
+
+
+def measure_case(lib, runner, case, rec: dict, args, options: str, copy_gbps, torch_missing) -> str:
+    """2./3. One case: the plugin (its tactics chosen first), then its peers, into `rec`; the log line's
+    tail."""
+    line = ""
+    try:
+        spec, result = lib.run(case, args.repetitions, options)
+        check_outputs(case, spec)
+        rec["plugin_result"] = derive(result, case.bytes_moved, case.flops, copy_gbps)
+        m = rec["plugin_result"]
+        gbps, pct = fmt(m.get("gb_per_s"), 0), fmt(m.get("pct_copy"), 1)
+        line += f" plugin {m['median_us']:.2f} us ({gbps} GB/s, {pct}%)"
+        if m.get("tactic") is not None:
+            line += f" tactic {int(m['tactic'])} (x{fmt(tactic_margin(m), 3)} the default)"
+    except Exception as error:  # recorded with the case; the run goes on with the next one
+        rec["error"] = f"{type(error).__name__}: {error}" if not isinstance(error, BenchError) else str(error)
+        line += f" plugin ERROR {rec['error']}"
+    if runner is not None and rec["plugin_result"]:
+        for name in case.peers:
+            peer = time_peer(runner, case, name, args.repetitions, copy_gbps)
+            if peer.get("median_us"):
+                peer["speed_ratio"] = peer["median_us"] / rec["plugin_result"]["median_us"]
+                line += f" | {name} {peer['median_us']:.2f} us (x{peer['speed_ratio']:.2f})"
+            else:
+                line += f" | {name} ERROR {peer.get('error')}"
+            rec["peers"].append(peer)
+    elif torch_missing and case.peers:
+        rec["peers"] = [{"name": n, "kind": "torch", "error": torch_missing} for n in case.peers]
+    return line
+
+
+def measure_cases(
+    lib, runner, report: dict, args, options: str, started: float, out: Path
+) -> tuple[dict, int]:
+    """2./3. Every case within the time budget: ({id: record}, errors)."""
     records: dict[str, dict] = {}
     errors = 0
+    copy_gbps = report["roofline"]["copy_gb_per_s"]
     for index, case in enumerate(args.cases, 1):
-        rec = {
-            "id": case.id,
-            "family": case.family,
-            "plugin": case.plugin,
-            "dtype": case.dtype,
-            "group": case.group,
-            "batch": case.batch,
-            "mode": case.mode,
-            "graph_batch": case.graph_batch,
-            "inputs": [list(s) for s in case.inputs],
-            "outputs": [list(s) for s in case.outputs],
-            "fields": case.fields,
-            "bytes_moved": case.bytes_moved,
-            "flops": case.flops,
-            "note": case.note,
-            "plugin_result": None,
-            "peers": [],
-            "versus": [],
-            "error": None,
-            "skipped": None,
-        }
+        rec = case_record(case)
         records[case.id] = rec
         report["cases"].append(rec)
         elapsed = time.monotonic() - started
@@ -346,37 +393,42 @@ def measure(args) -> int:
             print(f"[{index:3}/{len(args.cases)} {elapsed:5.0f}s] {case.id}: skipped (time budget)")
             continue
         line = f"[{index:3}/{len(args.cases)} {elapsed:5.0f}s] {case.id} ({case.mode}):"
-        try:
-            spec, result = lib.run(case, args.repetitions, options)
-            check_outputs(case, spec)
-            rec["plugin_result"] = derive(result, case.bytes_moved, case.flops, copy_gbps)
-            m = rec["plugin_result"]
-            gbps, pct = fmt(m.get("gb_per_s"), 0), fmt(m.get("pct_copy"), 1)
-            line += f" plugin {m['median_us']:.2f} us ({gbps} GB/s, {pct}%)"
-        except Exception as error:  # recorded with the case; the run goes on with the next one
-            rec["error"] = (
-                f"{type(error).__name__}: {error}" if not isinstance(error, BenchError) else str(error)
-            )
-            errors += 1
-            line += f" plugin ERROR {rec['error']}"
-        if runner is not None and rec["plugin_result"]:
-            for name in case.peers:
-                peer = time_peer(runner, case, name, args.repetitions, copy_gbps)
-                if peer.get("median_us"):
-                    peer["speed_ratio"] = peer["median_us"] / rec["plugin_result"]["median_us"]
-                    line += f" | {name} {peer['median_us']:.2f} us (x{peer['speed_ratio']:.2f})"
-                else:
-                    line += f" | {name} ERROR {peer.get('error')}"
-                rec["peers"].append(peer)
-        elif torch_missing and case.peers:
-            rec["peers"] = [{"name": n, "kind": "torch", "error": torch_missing} for n in case.peers]
+        line += measure_case(
+            lib, runner, case, rec, args, options, copy_gbps, report["meta"]["torch_missing"]
+        )
+        errors += rec["error"] is not None
         print(line, flush=True)
         write_reports(report, out, chart=False)  # partial results survive an interrupted run
+    return records, errors
 
-    # ---- 4. the LeNet plugin chain, one CUDA graph per forward, against PyTorch's
+
+def measure_chain(lib, runner, chain, args, options: str, line: str) -> tuple[dict, str]:
+    """4. One LeNet chain (lenet_chain.measure): its record and the log line; an error is recorded in it."""
+    try:
+        rec = lenet_chain.measure(lib, runner, chain, args.repetitions, options)
+        mine, floor = rec["plugin_result"], rec["floor"]
+        line += (
+            f" plugin {mine['median_us']:.2f} us per forward ({mine['graph_nodes']} graph nodes, "
+            f"floor {floor['median_us']:.2f} us)"
+        )
+        for peer in rec["peers"]:
+            if peer.get("median_us"):
+                line += f" | {peer['name']} {peer['median_us']:.2f} us (x{peer['speed_ratio']:.2f})"
+            else:
+                line += f" | {peer['name']} ERROR {peer.get('error')}"
+    except Exception as error:  # recorded with the chain; the run goes on
+        rec = {"id": chain.id, "dtype": chain.dtype, "batch": chain.batch, "peers": [], "skipped": None}
+        rec["error"] = str(error) if isinstance(error, BenchError) else f"{type(error).__name__}: {error}"
+        line += f" ERROR {rec['error']}"
+    return rec, line
+
+
+def measure_chains(lib, runner, report: dict, args, started: float, out: Path) -> int:
+    """4. The LeNet plugin chains, one CUDA graph per forward, against PyTorch's: the errors."""
     chain_options = f"spin_us={args.spin_us};max_seconds={args.max_seconds};" + (
         f"max_sets={min(args.max_sets, lenet_chain.CHAIN_MAX_SETS)}"
     )
+    errors = 0
     for index, chain in enumerate(args.chains, 1):
         elapsed = time.monotonic() - started
         line = f"[chain {index}/{len(args.chains)} {elapsed:5.0f}s] {chain.id}:"
@@ -385,54 +437,40 @@ def measure(args) -> int:
             rec["skipped"] = f"time budget of {args.time_budget:.0f} s spent"
             print(f"{line} skipped (time budget)")
         else:
-            try:
-                rec = lenet_chain.measure(lib, runner, chain, args.repetitions, chain_options)
-                mine, floor = rec["plugin_result"], rec["floor"]
-                line += (
-                    f" plugin {mine['median_us']:.2f} us per forward ({mine['graph_nodes']} graph nodes, "
-                    f"floor {floor['median_us']:.2f} us)"
-                )
-                for peer in rec["peers"]:
-                    if peer.get("median_us"):
-                        line += f" | {peer['name']} {peer['median_us']:.2f} us (x{peer['speed_ratio']:.2f})"
-                    else:
-                        line += f" | {peer['name']} ERROR {peer.get('error')}"
-            except Exception as error:  # recorded with the chain; the run goes on
-                rec = {
-                    "id": chain.id,
-                    "dtype": chain.dtype,
-                    "batch": chain.batch,
-                    "peers": [],
-                    "skipped": None,
-                }
-                rec["error"] = (
-                    str(error) if isinstance(error, BenchError) else f"{type(error).__name__}: {error}"
-                )
-                errors += 1
-                line += f" ERROR {rec['error']}"
+            rec, line = measure_chain(lib, runner, chain, args, chain_options, line)
+            errors += rec.get("error") is not None
             print(line, flush=True)
         report["chains"].append(rec)
         write_reports(report, out, chart=False)
+    return errors
 
-    # ---- 4b. the kernel languages head to head: LeakyReLU's CUDA kernel and the same op in Triton
+
+def measure_head_to_head(lib, report: dict, args) -> int:
+    """4b. The kernel languages head to head: LeakyReLU's CUDA kernel and the same op in Triton; the
+    errors."""
     report["head_to_head"] = []
-    if not args.quick and (not args.only or "head-to-head" in args.only):
-        for dtype, count, graph_batch in TWIN_CASES:
-            try:
-                twin = lib.twin(dtype, count, max(args.repetitions // 2, 50), graph_batch)
-                mode = f"graph x{graph_batch}" if graph_batch else "eager"
-                print(
-                    f"[head-to-head] LeakyReLU {dtype} x{count} ({mode}): "
-                    f"CUDA {twin['cuda_median_us']:.2f} us, Triton {twin['triton_median_us']:.2f} us "
-                    f"(Triton at x{twin['triton_over_cuda_speed']:.2f} the CUDA kernel's speed)"
-                )
-            except BenchError as error:
-                twin = {"dtype": dtype, "count": count, "graph_batch": graph_batch, "error": str(error)}
-                errors += 1
-                print(f"[head-to-head] LeakyReLU {dtype} x{count}: ERROR {error}")
-            report["head_to_head"].append(twin)
+    if args.quick or (args.only and "head-to-head" not in args.only):
+        return 0
+    errors = 0
+    for dtype, count, graph_batch in TWIN_CASES:
+        try:
+            twin = lib.twin(dtype, count, max(args.repetitions // 2, 50), graph_batch)
+            mode = f"graph x{graph_batch}" if graph_batch else "eager"
+            print(
+                f"[head-to-head] LeakyReLU {dtype} x{count} ({mode}): "
+                f"CUDA {twin['cuda_median_us']:.2f} us, Triton {twin['triton_median_us']:.2f} us "
+                f"(Triton at x{twin['triton_over_cuda_speed']:.2f} the CUDA kernel's speed)"
+            )
+        except BenchError as error:
+            twin = {"dtype": dtype, "count": count, "graph_batch": graph_batch, "error": str(error)}
+            errors += 1
+            print(f"[head-to-head] LeakyReLU {dtype} x{count}: ERROR {error}")
+        report["head_to_head"].append(twin)
+    return errors
 
-    # ---- 5. comparisons, targets, reports
+
+def finish(report: dict, records: dict, args, errors: int, started: float, out: Path) -> int:
+    """5. Comparisons, targets, reports; the exit status."""
     attach_comparisons(records, args.cases)
     report["targets"] = evaluate_targets(records, args.cases) + lenet_chain.evaluate(report["chains"])
     counts = {s: sum(t["status"] == s for t in report["targets"]) for s in ("PASS", "FAIL", "NOT MEASURED")}
@@ -450,6 +488,23 @@ def measure(args) -> int:
     print(f"summary: {json.dumps(report['summary'])}")
     # A regression fails the run; targets left unmeasured for want of PyTorch (--no-torch) do not.
     return 1 if errors or counts["FAIL"] or report["summary"]["skipped"] else 0
+
+
+def measure(args) -> int:
+    """The run, phase after phase: roofline, cases, chains, head to head, targets and reports."""
+    started = time.monotonic()
+    opened = open_run(args)
+    if isinstance(opened, int):
+        return opened
+    lib, torch, meta = opened
+    options = f"spin_us={args.spin_us};max_seconds={args.max_seconds};max_sets={args.max_sets}"
+    out = Path(args.out)
+    report = {"schema": 1, "meta": meta, "roofline": {}, "cases": [], "chains": [], "targets": []}
+    report["roofline"], runner, _ = measure_roofline(lib, torch, meta, args, options)
+    records, errors = measure_cases(lib, runner, report, args, options, started, out)
+    errors += measure_chains(lib, runner, report, args, started, out)
+    errors += measure_head_to_head(lib, report, args)
+    return finish(report, records, args, errors, started, out)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,9 @@ from dataclasses import dataclass
 CHAIN_MAX_SETS = 128  # graphs per measurement (one per rotating input set); at batch 1 the inputs fit in L2
 TORCH_PEER = "PyTorch graph"
 CHAIN_TARGET = "LeNet plugin chain at least as fast as PyTorch's (one CUDA graph per forward)"
+# Issue 42: at batch 1 the chain's time over its launch floor (a graph of as many empty-kernel nodes).
+FLOOR_TARGET = "LeNet plugin chain at batch 1 within 1.4x of its launch floor"
+FLOOR_BATCH, FLOOR_RATIO = 1, 1.4
 
 
 @dataclass
@@ -157,7 +160,26 @@ def evaluate(records: list[dict]) -> list[dict]:
                 "peer": TORCH_PEER,
             }
         )
+        if rec.get("batch") == FLOOR_BATCH:
+            rows.append(floor_target(rec))
     return rows
+
+
+def floor_target(rec: dict) -> dict:
+    mine, floor = (rec.get("plugin_result") or {}).get("median_us"), (rec.get("floor") or {}).get("median_us")
+    value = mine / floor if mine and floor else None
+    status = "NOT MEASURED" if value is None else ("PASS" if value <= FLOOR_RATIO else "FAIL")
+    return {
+        "target": FLOOR_TARGET,
+        "case": rec["id"],
+        "metric": "floor_ratio",
+        "op": "<=",
+        "threshold": FLOOR_RATIO,
+        "value": value,
+        "status": status,
+        "versus": None,
+        "peer": None,
+    }
 
 
 def _us(m: dict | None) -> str:

@@ -30,6 +30,9 @@ RESULT_FIELDS = (
     "l2_bytes",
     "graphs",
     "rotation_bytes",
+    "tactic",  # the tactic chosen as TensorRT's builder chooses (None: the plugin has no tactics)
+    "tactic_us",  # its time when the tactics were timed
+    "default_tactic_us",  # tactic 0's (the plugin's default), timed the same way
 )
 
 
@@ -108,8 +111,9 @@ class BenchLibrary:
         return spec, self._as_dict(results)
 
     def run(self, case: Case, repetitions: int, options: str) -> tuple[str, dict]:
+        """The outputs' description and the measurement; with tactics, ``tactic_timings`` too."""
         results = self._results()
-        spec = self._call(
+        text = self._call(
             self.lib.tpk_bench_run,
             case.plugin.encode(),
             case.fields.encode(),
@@ -120,7 +124,10 @@ class BenchLibrary:
             results,
             self.count,
         )
-        return spec, self._as_dict(results)
+        spec, _, timings = text.partition("\n")
+        measured = self._as_dict(results)
+        measured["tactic_timings"] = parse_tactic_timings(timings)
+        return spec, measured
 
     def chain(self, spec: str, repetitions: int, options: str) -> dict:
         """A chain of plugins, one CUDA graph per forward (lenet_chain); its timings as a dict."""
@@ -138,6 +145,15 @@ class BenchLibrary:
         results = self._results()
         self._call(self.lib.tpk_bench_copy, float(nbytes), repetitions, options.encode(), results, self.count)
         return self._as_dict(results)
+
+
+def parse_tactic_timings(text: str) -> dict[int, float]:
+    """libplugin_bench.so's tactic timings "0:12.5 1:11.9" -> {tactic: µs per enqueue}, in the order timed."""
+    timings = {}
+    for item in text.split():
+        tactic, _, us = item.partition(":")
+        timings[int(tactic)] = float(us)
+    return timings
 
 
 def parse_outputs(spec: str) -> list[tuple[str, tuple[int, ...]]]:

@@ -76,7 +76,7 @@ class TorchRunner:
         return max(1, int(statistics.median(rates) * self.spin_us))
 
     def dtype(self, name: str):
-        return {"fp32": self.torch.float32, "fp16": self.torch.float16}[name]
+        return {"fp32": self.torch.float32, "fp16": self.torch.float16, "bf16": self.torch.bfloat16}[name]
 
     def random_slab(self, shape: tuple[int, ...], dtype, sets: int):
         """`sets` tensors of `shape` in one allocation, each at a 256-byte aligned offset, never zero."""
@@ -122,6 +122,12 @@ class TorchRunner:
                 return F.silu(a) * b
 
             return swiglu, args
+        if name == "F.rms_norm":
+            eps = op["eps"]
+            return (lambda x, weight: F.rms_norm(x, weight.shape, weight, eps)), args
+        if name == "F.scaled_dot_product_attention":
+            causal = op["causal"]
+            return (lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=causal)), args
         if name == "torch.cat+clone":
             return (lambda a, b: (torch.cat((a, b)), a.clone())), args
         raise BenchError(f"unknown PyTorch peer {name}")

@@ -3,7 +3,7 @@
 Kubernetes manifests cannot run Python, so the parts of deploy/kubernetes/ that repeat a fact of this kit are
 written by this module from the one source of each fact, and a test fails when a committed file is stale:
 
-- how the server starts: `make serve`'s launcher, ``python3 -m trt_plugin_kit.serving --variant=tensorrt``,
+- how the server starts: `make serve`'s launcher, ``python3 -m trt_plugin_kit serve --variant=tensorrt``,
   as compose's `triton` service; tritonserver's flags (hardening, private sockets, request limits, shared
   memory, the admin restriction with its per-start key) come from trt_plugin_kit/serving/server.py at start,
   and
@@ -54,9 +54,11 @@ BUILDER_IMAGE = "trt-plugin-kit/builder"
 # docker/builder.Dockerfile's WORKDIR: build_engines.py keeps its timing cache in build/ below it.
 BUILDER_WORKDIR = "/workspace/trt_plugin_kit"
 # The launcher the server containers run (docker/triton.Dockerfile's system python3), as compose's `triton`.
-SERVE_MODULE = ("python3", "-m", "trt_plugin_kit.serving")
+SERVE_COMMAND = ("python3", "-m", "trt_plugin_kit", "serve")
 # KServe's conventions for a runtime's ports and the folder its storage initializer fills.
 KSERVE_HTTP_PORT, KSERVE_GRPC_PORT = 8080, 9000
+# The init container's compile jobs (docker/build_artifacts.sh): nvcc takes up to about 1.5 GiB a job.
+BUILDER_JOBS = "4"
 KSERVE_MODEL_DIR = "/mnt/models"
 
 RESTRICTED_CONTAINER = {
@@ -80,7 +82,6 @@ class NgcPin:
     """The release docker-compose.yml pins, and where its builder puts the artifacts."""
 
     release: str  # "26.09"
-    tensorrt_version: str
     artifacts_dir: str
     plugin_library: str
     model_repository: str
@@ -97,7 +98,6 @@ def read_ngc_pin(compose_file: Path = COMPOSE_FILE) -> NgcPin:
         tags = {release[key].rsplit(":", 1)[1] for key in ("tensorrt-image", "tritonserver-image")}
         pin = NgcPin(
             release=tags.pop().removesuffix("-py3"),
-            tensorrt_version=str(release["tensorrt-version"]),
             artifacts_dir=artifacts["dir"],
             plugin_library=artifacts["plugin-library"],
             model_repository=artifacts["model-repository"],
@@ -130,13 +130,14 @@ def serve_command(
     """The server container's command: `make serve`'s launcher, TensorRT variant, as compose's `triton`.
 
     serve.py starts tritonserver with serving.py's flags on private Unix sockets (their own network namespace
-    where the platform allows one) and the edge on the public ports given here; the plugin library goes into
-    tritonserver's LD_PRELOAD only. `--restart=never`: when tritonserver dies, serve.py exits and the kubelet
-    restarts the container (restarts counted in the pod's status). The image's entrypoint checks the TensorRT
-    stamp first (docker/triton_entrypoint.sh).
+    where the platform allows one) and the edge on the public ports given here; tritonserver's TensorRT
+    backend loads the plugin library (--backend-config=tensorrt,plugins=), no other process does.
+    `--restart=never`: when tritonserver dies, serve.py exits and the kubelet restarts the container
+    (restarts counted in the pod's status). The image's entrypoint checks the TensorRT stamp first
+    (docker/triton_entrypoint.sh).
     """
     return [
-        *SERVE_MODULE,
+        *SERVE_COMMAND,
         "--variant=tensorrt",
         "--host=0.0.0.0",
         f"--http-port={http_port}",
@@ -170,8 +171,7 @@ def gpu_deployment_patch(pin: NgcPin, tritonserver_args: list[str]) -> dict:
         "name": "triton",
         "image": f"{TRITON_GPU_IMAGE}:{pin.release}",
         # `args`, not `command`: the image's entrypoint (NVIDIA's, then docker/triton_entrypoint.sh, which
-        # refuses artifacts built for another TensorRT than the image carries: the builder's stamp
-        # ARTIFACTS_DIR/TENSORRT_VERSION) runs first.
+        # refuses artifacts built with another TensorRT than the image carries, read in full) runs first.
         "args": serve_command(
             pin.model_repository,
             pin.plugin_library,
@@ -180,7 +180,9 @@ def gpu_deployment_patch(pin: NgcPin, tritonserver_args: list[str]) -> dict:
             metrics_port=DEFAULT_METRICS_PORT,
             tritonserver_args=tritonserver_args,
         ),
-        "env": _env(TENSORRT_VERSION=pin.tensorrt_version, ARTIFACTS_DIR=pin.artifacts_dir),
+        # The entrypoint compares the builder's TensorRT (ARTIFACTS_DIR/TENSORRT_VERSION) with this image's
+        # and checks the library's links here.
+        "env": _env(ARTIFACTS_DIR=pin.artifacts_dir, PLUGIN_LIBRARY=pin.plugin_library),
         "volumeMounts": [{"name": "artifacts", "mountPath": pin.artifacts_dir, "readOnly": True}],
     }
     builder = {
@@ -189,10 +191,10 @@ def gpu_deployment_patch(pin: NgcPin, tritonserver_args: list[str]) -> dict:
         "imagePullPolicy": "Always",
         # The image's command: docker/build_artifacts.sh, as compose's builder service.
         "env": _env(
-            TENSORRT_VERSION=pin.tensorrt_version,
             ARTIFACTS_DIR=pin.artifacts_dir,
             PLUGIN_LIBRARY=pin.plugin_library,
             MODEL_REPOSITORY=pin.model_repository,
+            BUILD_JOBS=BUILDER_JOBS,
             HOME="/tmp",
         ),
         "securityContext": RESTRICTED_CONTAINER,
@@ -256,11 +258,17 @@ def serving_runtime(pin: NgcPin, tritonserver_args: list[str]) -> dict:
                     "imagePullPolicy": "Always",
                     "args": args,
                     "env": _env(
-                        TENSORRT_VERSION=pin.tensorrt_version,
                         ARTIFACTS_DIR=KSERVE_MODEL_DIR,
+                        PLUGIN_LIBRARY=f"{KSERVE_MODEL_DIR}/{pin.relative(pin.plugin_library)}",
                         HOME="/tmp",
                     ),
-                    "ports": [{"name": "http1", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"}],
+                    # Both of the edge's protocols. KServe's Standard (raw deployment) mode routes each
+                    # declared port (a name with "grpc" marks gRPC); Knative (Serverless mode) takes one
+                    # port per container: there the InferenceService's predictor names one (README).
+                    "ports": [
+                        {"name": "http1", "containerPort": KSERVE_HTTP_PORT, "protocol": "TCP"},
+                        {"name": "grpc-port", "containerPort": KSERVE_GRPC_PORT, "protocol": "TCP"},
+                    ],
                     "resources": {
                         "requests": {"cpu": "2", "memory": "4Gi"},
                         "limits": {"memory": "8Gi", "nvidia.com/gpu": "1"},

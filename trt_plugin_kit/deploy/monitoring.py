@@ -30,8 +30,8 @@ from trt_plugin_kit.interface import (
     PIPELINE_INPUT,
     REPO_ROOT,
 )
-from trt_plugin_kit.serving.host import free_port
-from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.serving.host import Ports, free_port
+from trt_plugin_kit.serving.server import TritonServer
 
 SCRAPE_JOB = "triton"  # the job name rules.yml's `up{job="triton"}` expects
 SCRAPE_INTERVAL_S = 1

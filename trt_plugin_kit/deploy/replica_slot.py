@@ -12,7 +12,7 @@ takes the lowest free slot: its own again. trt_plugin_kit.deploy.balancer writes
 a
 server per slot, so the balancer finds the replicas where they are.
 
-    python -m trt_plugin_kit.deploy.replica_slot --dir /run/trt-slots --base 18000 -- python scripts/serve.py
+    python -m trt_plugin_kit.deploy.replica_slot --dir /run/trt-slots --base 18000 -- trt-plugin-kit serve
 
 The ports go to the command as TRITON_HTTP_PORT, TRITON_GRPC_PORT and TRITON_METRICS_PORT (what serve.py
 reads) and REPLICA_SLOT; --http-port-file also writes the HTTP port there, for a container's healthcheck.

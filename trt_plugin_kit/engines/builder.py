@@ -4,14 +4,18 @@ config.pbtxt, and writing the plan. Every TensorRT call goes through a :class:`.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import tempfile
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from trt_plugin_kit.engines.artifact_checks import headers_version, parse_version
 from trt_plugin_kit.engines.consistency import (
     TRT_TO_TRITON,
     Profile,
@@ -28,18 +32,96 @@ from trt_plugin_kit.engines.tensorrt_api import TensorRTApi
 from trt_plugin_kit.interface import L2NORM_INPUT, L2NORM_OUTPUT, PLUGIN_NAMESPACE, PLUGIN_VERSION
 from trt_plugin_kit.models.export import L2NORM_EPS
 
+BY_LOAD_LIBRARY = "registered by loadLibrary"
 
-def load_plugins(api: TensorRTApi, libraries: Sequence[PluginLibrary], required: Iterable[str]):
-    """Loads each library into TensorRT's plugin registry; checks that every required plugin is there."""
+
+@dataclass(frozen=True)
+class LoadedLibrary:
+    library: PluginLibrary
+    handle: object  # what keeps the library loaded (and, where TensorRT loaded it, registered)
+    creators: tuple[tuple[str, str, str], ...]  # (name, version, namespace) it added to the registry
+    how: str  # "registered themselves when loaded" or "registered by loadLibrary"
+
+
+def registered_creators(registry) -> set[tuple[str, str, str]]:
+    """(name, version, namespace) of every creator in a TensorRT plugin registry."""
+    return {
+        (creator.name, creator.plugin_version, creator.plugin_namespace) for creator in registry.all_creators
+    }
+
+
+def is_loaded(path: Path) -> bool:
+    """Whether the dynamic loader already has this library in the process (dlopen with RTLD_NOLOAD)."""
+    try:
+        ctypes.CDLL(str(path), mode=os.RTLD_NOW | os.RTLD_NOLOAD)
+    except OSError:
+        return False
+    return True
+
+
+def load_library_once(api: TensorRTApi, registry, library: PluginLibrary) -> LoadedLibrary:
+    """Loads one plugin library the way Triton's TensorRT backend does: ``dlopen`` it, once.
+
+    Its static initializers register its creators with the registry of the TensorRT in this process (our
+    library's registration.cpp does, as REGISTER_TENSORRT_PLUGIN does). TensorRT's ``loadLibrary`` is called
+    only for a library that registered nothing itself and exports ``getCreators``/``getPluginCreators``:
+    calling it on a self-registering library would register every creator a second time, which TensorRT
+    refuses (issue 45). RTLD_GLOBAL keeps the library's symbols where a later library can find them, as
+    ``LD_PRELOAD`` did.
+
+    A library of ours compiled against another TensorRT major's headers is refused before it is loaded:
+    its registrations would call the registry through another virtual table (TensorRT 11 removed four of
+    TensorRT 10's functions). TensorRT-RTX (TensorRT 11's plugin interface, the tests' registry) loads one
+    of TensorRT 10's headers without letting it register itself, then registers it through loadLibrary.
+    """
+    headers = headers_version(library.path)
+    same_interface = headers is None or parse_version(headers)[0] == api.plugin_interface_major
+    if not same_interface and not api.custom_plugins_limit:
+        raise BuildFailure(
+            f"the plugin library {library.path} was compiled against TensorRT {headers} headers, this is "
+            f"{api.name} {api.version}: build it against this TensorRT"
+        )
+    if same_interface:  # its static registrations may then call this process's registry
+        api.make_runtime_global()
+    before = registered_creators(registry)
+    already_loaded = is_loaded(library.path)
+    try:
+        handle = ctypes.CDLL(str(library.path), mode=os.RTLD_NOW | os.RTLD_GLOBAL)
+    except OSError as error:
+        raise BuildFailure(f"the plugin library {library.path} does not load: {error}") from None
+    added = registered_creators(registry) - before
+    if added:
+        return LoadedLibrary(library, handle, tuple(sorted(added)), "registered themselves when loaded")
+    if already_loaded:  # loaded earlier in this process: its creators are registered as they were then
+        return LoadedLibrary(library, handle, (), "was already loaded in this process")
+    if not any(hasattr(handle, entry) for entry in ("getCreators", "getPluginCreators")):
+        raise BuildFailure(
+            f"the plugin library {library.path} registered no plugin creator when loaded and exports neither "
+            f"getCreators nor getPluginCreators: is it built against {api.name} {api.version}? "
+            "(python3 -m trt_plugin_kit.engines.artifact_checks library PATH checks its links)"
+        )
+    registry_handle = registry.load_library(str(library.path))
+    if registry_handle is None:
+        raise BuildFailure(f"{api.name}'s loadLibrary refused the plugin library {library.path}")
+    added = registered_creators(registry) - before
+    return LoadedLibrary(
+        library, (handle, registry_handle), tuple(sorted(added)), "registered by loadLibrary"
+    )
+
+
+def load_plugins(
+    api: TensorRTApi, libraries: Sequence[PluginLibrary], required: Iterable[str]
+) -> list[LoadedLibrary]:
+    """Loads each library once (:func:`load_library_once`); checks that every required plugin is there.
+
+    Keep the result alive while TensorRT may use the creators."""
     registry = api.trt.get_plugin_registry()
-    handles = []
+    loaded = []
     for library in libraries:
-        handle = registry.load_library(str(library.path))
-        if handle is None:
-            raise BuildFailure(f"{api.name} could not load the plugin library {library.path}")
-        handles.append(handle)
+        result = load_library_once(api, registry, library)
+        loaded.append(result)
         layers = f" (layers {', '.join(library.layers)})" if library.layers else ""
-        print(f"loaded plugin library {library.path}{layers}")
+        print(f"loaded plugin library {library.path}{layers}: {len(result.creators)} creator(s) {result.how}")
     missing = [
         name for name in required if registry.get_creator(name, PLUGIN_VERSION, PLUGIN_NAMESPACE) is None
     ]
@@ -48,7 +130,7 @@ def load_plugins(api: TensorRTApi, libraries: Sequence[PluginLibrary], required:
             f"plugin(s) {', '.join(missing)} (version {PLUGIN_VERSION}, namespace '{PLUGIN_NAMESPACE}') not "
             f"registered after loading {[str(lib.path) for lib in libraries]}"
         )
-    return handles
+    return loaded
 
 
 def l2norm_network(trt, network, recipe: PrecisionRecipe) -> None:
@@ -139,6 +221,17 @@ def configure_builder(api: TensorRTApi, builder, job: BuildJob, workspace_mib: i
     return config
 
 
+def timing_cache_name(tensorrt_tag: str, device_name: str | None) -> str:
+    """timing_cache_<TensorRT release>_<GPU model>.bin, e.g. timing_cache_trt10.13.3.9_NVIDIA-H200.bin.
+
+    TensorRT times every tactic (ours from getValidTactics, its own layers') on the build GPU and keeps the
+    fastest per layer and shape in the cache; another GPU model or TensorRT version gets a file of its own,
+    so that no build starts from timings taken elsewhere (TensorRT would discard a mismatched cache anyway,
+    and with one file per machine kind a shared folder keeps every machine's)."""
+    device = re.sub(r"[^A-Za-z0-9.]+", "-", device_name).strip("-") if device_name else "no-GPU"
+    return f"timing_cache_{tensorrt_tag}_{device or 'GPU'}.bin"
+
+
 def build_engine(
     api: TensorRTApi, job: BuildJob, logger, timing_cache_path: Path, workspace_mib: int
 ) -> bytes:
@@ -153,6 +246,10 @@ def build_engine(
             print(f"timing cache {timing_cache_path} does not match this TensorRT/GPU: starting a new one")
             cache = config.create_timing_cache(b"")
             config.set_timing_cache(cache, ignore_mismatch=True)
+        elif cache_bytes:
+            print(f"timing cache {timing_cache_path}: {len(cache_bytes)} bytes of earlier timings reused")
+        else:
+            print(f"timing cache {timing_cache_path}: new, every tactic is timed on this GPU")
     monitor = make_progress_monitor(api.trt)
     config.progress_monitor = monitor
 

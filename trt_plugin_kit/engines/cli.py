@@ -13,6 +13,7 @@ from trt_plugin_kit.engines.builder import (
     build_engine,
     engine_io_specs,
     load_plugins,
+    timing_cache_name,
 )
 from trt_plugin_kit.engines.consistency import check_io_against_config, check_profile_covers_config
 from trt_plugin_kit.engines.cuda_runtime import CudaRuntime
@@ -44,7 +45,7 @@ from trt_plugin_kit.interface import (
 )
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import export
-from trt_plugin_kit.triton import options as cli_options
+from trt_plugin_kit.tritonserver import options as cli_options
 
 DEFAULT_ENGINE_DIR = BUILD_DIR / "engines"  # native-flavour engines (compared with, never served)
 DEFAULT_DRY_RUN_VERSION = "10.13.3"
@@ -124,7 +125,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help=f"native-flavour engines (default {DEFAULT_ENGINE_DIR}, with --tensorrt-rtx its tensorrt_rtx/)",
     )
     parser.add_argument(
-        "--timing-cache", type=Path, help="timing cache file (default build/timing_cache_trt<version>.bin)"
+        "--timing-cache",
+        type=Path,
+        help="timing cache file (default: in --timing-cache-dir, named after TensorRT and the GPU)",
+    )
+    parser.add_argument(
+        "--timing-cache-dir",
+        type=Path,
+        default=BUILD_DIR,
+        help="where the timing caches are kept, one per TensorRT version and GPU model: "
+        "timing_cache_trt<version>_<GPU>.bin (default build/)",
     )
     parser.add_argument("--workspace-mib", type=positive_int, default=1024, help="builder workspace limit")
     parser.add_argument(
@@ -225,8 +235,9 @@ def run(args: argparse.Namespace) -> int:
     logger = trt.Logger(trt.Logger.INFO if args.verbose else trt.Logger.WARNING)
     required = sorted({name for job in jobs for name in job.required_plugins()})
     handles = load_plugins(api, libraries, required)  # noqa: F841 (keeps the libraries registered)
-    timing_cache = args.timing_cache or BUILD_DIR / f"timing_cache_{api.file_tag}.bin"
-    print(f"{api.name} {api.version} on {cuda.device_name() if cuda else 'no GPU (not needed to build)'}")
+    device = cuda.device_name() if cuda else None
+    timing_cache = args.timing_cache or args.timing_cache_dir / timing_cache_name(api.file_tag, device)
+    print(f"{api.name} {api.version} on {device or 'no GPU (not needed to build)'}")
 
     runtime = trt.Runtime(logger) if cuda else None
     failures = []

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from trt_plugin_kit.engines.errors import BuildFailure, UsageError
 from trt_plugin_kit.interface import L2NORM
 from trt_plugin_kit.models.export import L2NORM_MAX_DIM
-from trt_plugin_kit.triton.config import ModelConfig
+from trt_plugin_kit.tritonserver.config import ModelConfig
 
 # Range of the dynamic vector length of l2norm in the optimization profile (min, opt, max).
 L2NORM_DIM_RANGE = (1, 512, L2NORM_MAX_DIM)

@@ -21,7 +21,7 @@ from trt_plugin_kit.engines.precision import PrecisionRecipe, choose_recipe
 from trt_plugin_kit.interface import FLAVOURS, L2NORM, MODEL_ONNX_FILE
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import export
-from trt_plugin_kit.triton.config import ModelConfig, ModelConfigError, load_model_config
+from trt_plugin_kit.tritonserver.config import ModelConfig, ModelConfigError, load_model_config
 
 PLAN_FILE_NAME = "model.plan"  # what Triton's TensorRT backend loads from <model>/<version>/
 

@@ -18,7 +18,9 @@ Where it differs, the builder asks :class:`TensorRTApi` by name instead of testi
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
+import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -63,6 +65,27 @@ class TensorRTApi:
         if strongly_typed and not self.always_strongly_typed:
             return 1 << int(self.trt.NetworkDefinitionCreationFlag.STRONGLY_TYPED)
         return 0
+
+    @property
+    def plugin_interface_major(self) -> int:
+        """The TensorRT major whose plugin interfaces (registry, creators) it has; TensorRT-RTX: 11's."""
+        return self.rules_major
+
+    @property
+    def runtime_soname(self) -> str:
+        """The shared library behind the Python module: libnvinfer.so.<major>, libtensorrt_rtx.so.<major>."""
+        major = self.version.split(".", 1)[0]
+        return f"libtensorrt_rtx.so.{major}" if self.module_name == TENSORRT_RTX else f"libnvinfer.so.{major}"
+
+    def make_runtime_global(self) -> None:
+        """Puts the TensorRT library the Python module loaded into the process's global symbol scope.
+
+        The wheels load it RTLD_LOCAL; a plugin library that does not link it itself (ours where it was built
+        without libnvinfer, and always against TensorRT-RTX) then resolves its getPluginRegistry reference
+        to this very library when it is loaded, as in a process that links TensorRT. Nothing is loaded anew
+        (RTLD_NOLOAD); where the library is not found by that name this does nothing."""
+        with contextlib.suppress(OSError):
+            ctypes.CDLL(self.runtime_soname, mode=os.RTLD_NOW | os.RTLD_GLOBAL | os.RTLD_NOLOAD)
 
     @contextlib.contextmanager
     def timing_cache_calls(self) -> Iterator[None]:

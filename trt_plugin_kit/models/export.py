@@ -49,8 +49,8 @@ from trt_plugin_kit.interface import (
 from trt_plugin_kit.interface import TENSORRT_MODELS as MODELS
 from trt_plugin_kit.models import lenet, mnist
 from trt_plugin_kit.specs import nodes as plugin_nodes
-from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.options import run_reporting_input_errors
+from trt_plugin_kit.tritonserver import options as cli_options
+from trt_plugin_kit.tritonserver.options import run_reporting_input_errors
 
 OPSET = 17
 WEIGHTS_PATH = MODELS_DIR / "lenet5_mnist.npz"

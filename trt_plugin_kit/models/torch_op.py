@@ -146,7 +146,7 @@ def _annotation(field: plugin_spec.FieldSpec) -> str:
 
 
 _ONNX_TENSOR_TYPES = {"float32": "tensor(float)", "float16": "tensor(float16)", "int8": "tensor(int8)"}
-_ONNX_TENSOR_TYPES |= {"int32": "tensor(int32)"}
+_ONNX_TENSOR_TYPES |= {"int32": "tensor(int32)", "bfloat16": "tensor(bfloat16)"}
 
 
 def onnx_schema(plugin: str):

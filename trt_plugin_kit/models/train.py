@@ -28,8 +28,8 @@ from tqdm import tqdm
 
 from trt_plugin_kit.interface import MODELS_DIR
 from trt_plugin_kit.models import lenet, mnist
-from trt_plugin_kit.triton import options as cli_options
-from trt_plugin_kit.triton.options import run_reporting_input_errors
+from trt_plugin_kit.tritonserver import options as cli_options
+from trt_plugin_kit.tritonserver.options import run_reporting_input_errors
 
 DEFAULT_WEIGHTS = MODELS_DIR / "lenet5_mnist.npz"
 

@@ -14,8 +14,9 @@ helper, the harness, the fuzzer and ``make docs`` pick it up from the folder alo
 
 ``--kernel triton`` writes the kernel in Python instead: ``kernel.py``, an OpenAI Triton ``@triton.jit``
 kernel compiled ahead of time by the CMake build into the library (trt_plugin_kit/triton_aot.py), and
-``<name>_launch.cpp``, which picks its variant and launches it (plugins/common/triton_kernel.h). Same-shape
-plugins only: ``--reduce`` is CUDA's.
+``<name>_launch.cpp``, which picks its variant and launches it (plugins/common/triton_kernel.h). With
+``--reduce`` its kernel runs one program per row of the last axis (a loop over the row in BLOCK-wide chunks,
+summed in FP32, one store per output).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from string import Template
 
-from trt_plugin_kit.interface import MODEL_REPOSITORY, PLUGINS_DIR
+from trt_plugin_kit.interface import MODEL_REPOSITORY, PLUGINS_DIR, REPO_ROOT
 from trt_plugin_kit.scaffold import model as served_model
 from trt_plugin_kit.specs import docs as plugin_docs
 from trt_plugin_kit.specs import nodes as plugin_nodes
@@ -56,6 +57,7 @@ TRITON_NAMES = {
     "k",
     "tl",
     "triton",
+    "op",
 }
 
 
@@ -94,7 +96,11 @@ def camel_case(name: str) -> str:
 def validate(options: Options, plugins_dir: Path = PLUGINS_DIR) -> None:
     """Refuses names that would break the build, collide with a plugin, or be taken by TensorRT's parser."""
     name, creator = options.name, options.creator
-    if not FOLDER_NAME.match(name) or keyword.iskeyword(name):
+    if keyword.iskeyword(name):
+        raise ScaffoldError(
+            f"{name!r} is a Python keyword: the name is also reference.py's function, choose another"
+        )
+    if not FOLDER_NAME.match(name):
         raise ScaffoldError(f"{name!r}: the folder name must be a lowercase identifier (letters, digits, _)")
     if not creator.isidentifier() or not creator[:1].isupper():
         raise ScaffoldError(f"{creator!r}: the creator name must be an identifier starting with a capital")
@@ -116,18 +122,15 @@ def validate(options: Options, plugins_dir: Path = PLUGINS_DIR) -> None:
         raise ScaffoldError(f"--inputs and --outputs: 1 to {MAX_TENSORS}")
     fields = [f for f in (options.float_field, options.array_field) if f]
     for field in fields:
-        if not FOLDER_NAME.match(field) or keyword.iskeyword(field):
+        if keyword.iskeyword(field):
+            raise ScaffoldError(f"field {field!r} is a Python keyword (reference.py takes it as an argument)")
+        if not FOLDER_NAME.match(field):
             raise ScaffoldError(f"field {field!r}: a lowercase identifier")
     if len(set(fields)) != len(fields):
         raise ScaffoldError("the float field and the array field need different names")
     if options.kernel not in KERNEL_LANGUAGES:
         raise ScaffoldError(f"--kernel {options.kernel!r}: one of {', '.join(KERNEL_LANGUAGES)}")
     if options.kernel == "triton":
-        if options.reduce:
-            raise ScaffoldError(
-                "--kernel triton scaffolds same-shape plugins; --reduce (a reduction over the last axis) is "
-                "generated in CUDA only"
-            )
         taken = TRITON_NAMES | {f"x{n}" for n in range(MAX_TENSORS)} | {f"y{n}" for n in range(MAX_TENSORS)}
         if options.float_field in taken:
             raise ScaffoldError(f"field {options.float_field!r}: the Triton kernel uses that name itself")
@@ -279,6 +282,48 @@ def _cases_snippets(o: Options) -> dict[str, str]:
     }
 
 
+def _op_snippets(o: Options) -> dict[str, str]:
+    """The op's own lines after t = the inputs' sum, in the CUDA kernel, the reference and the harness: the
+    polynomial only where there is an array field, so that the op one changes holds nothing unused."""
+    f = float_identifiers(o)[0]
+    if not o.array_field:
+        return {
+            "cuda_op_tail": f"    return args.{f} * t;\n",
+            "reference_op_body": (
+                f"    scale, _ = _fields({_call_fields(o)})\n    value = scale * sum(xs)\n"
+                "    return value, np.abs(value)\n"
+            ),
+            "evaluate_tail": f"    value = f.{f} * t;\n    magnitude = std::fabs(value);\n",
+        }
+    return {
+        "cuda_op_tail": (
+            "    if (args.coefficients == nullptr)\n    {\n"
+            f"        return args.{f} * t;\n    }}\n"
+            "    float acc = 0.F;\n"
+            "    for (int32_t k = args.nbCoefficients - 1; k >= 0; --k)\n    {\n"
+            "        acc = acc * t + args.coefficients[k];\n    }\n"
+            f"    return args.{f} * acc;\n"
+        ),
+        "reference_op_body": (
+            f"    scale, coefficients = _fields({_call_fields(o)})\n    t = sum(xs)\n"
+            "    terms = [scale * np.float64(c) * t**k for k, c in enumerate(coefficients)]\n"
+            "    return sum(terms), sum(np.abs(term) for term in terms)\n"
+        ),
+        "evaluate_tail": (
+            "    if (f.coefficients.empty())\n    {\n"
+            f"        value = f.{f} * t;\n        magnitude = std::fabs(value);\n        return;\n    }}\n"
+            "    value = 0;\n    magnitude = 0;\n    double power = 1;\n"
+            "    for (float c : f.coefficients)\n    {\n"
+            f"        value += f.{f} * c * power;\n        magnitude += std::fabs(f.{f} * c * power);\n"
+            "        power *= t;\n    }\n"
+        ),
+    }
+
+
+def _call_fields(o: Options) -> str:
+    return ", ".join(f for f in (o.float_field, o.array_field) if f)
+
+
 def _python_snippets(o: Options) -> dict[str, str]:
     params = []
     if o.float_field:
@@ -293,7 +338,8 @@ def _python_snippets(o: Options) -> dict[str, str]:
     body.append(f"return {scale}, {coefficients}")
     return {
         "signature_fields": ", ".join(params) if params else "",
-        "call_fields": ", ".join(f for f in (o.float_field, o.array_field) if f),
+        "call_fields": _call_fields(o),
+        "call_kwargs": ", ".join(f"{f}={f}" for f in (o.float_field, o.array_field) if f),
         "fields_body": "\n    ".join(body),
         "reduce_rank_check": (
             "    if xs[0].ndim < 1:\n"
@@ -324,31 +370,48 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
     ins = [f"x{n}" for n in range(o.inputs)]
     outs = [f"y{n}" for n in range(o.outputs)]
     coeffs = ["coefficients", "n_coefficients"] if o.array_field else []
-    params = [*ins, *outs, *coeffs, float_name, "count"]
+    shape_params = ["rows", "length"] if o.reduce else ["count"]  # the launch's grid: rows, or elements
+    params = [*ins, *outs, *coeffs, float_name, *shape_params]
     signature = [f'"{a}": pointer' for a in ins + outs]
     if o.array_field:
         signature += ['"coefficients": "*fp32"', '"n_coefficients": "i32"']
-    signature += [f'"{float_name}": "fp32"', '"count": "i64"']
-    body = [f"    t = tl.load({ins[0]} + i, mask=mask).to(tl.float32)"]
-    body += [f"    t += tl.load({x} + i, mask=mask).to(tl.float32)" for x in ins[1:]]
+    signature += [f'"{float_name}": "fp32"'] + [f'"{p}": "i64"' for p in shape_params]
+    # op() receives each input's values (FP32) and returns the op's: the one function to make yours.
+    op_params = [*ins, *coeffs, float_name]
+    op_body = ["    t = " + " + ".join(ins)]
     if o.array_field:
-        body += [
+        op_body += [
             "    # p(t) by Horner's rule; the coefficients (device memory) lowest power first",
             "    acc = tl.zeros_like(t)",
             "    for k in range(0, n_coefficients):",
             "        acc = acc * t + tl.load(coefficients + (n_coefficients - 1 - k))",
-            f"    value = {float_name} * acc",
+            f"    return {float_name} * acc",
         ]
     else:
-        body.append(f"    value = {float_name} * t")
+        op_body.append(f"    return {float_name} * t")
+    loaded = [f"tl.load({x} + i, mask=mask).to(tl.float32)" for x in ins]
+    body = [f"    value = op({', '.join([*loaded, *coeffs, float_name])})"]
+    # --reduce: the same value inside the row's loop, then one store of the row's sum per output.
+    reduce_value = textwrap.indent("\n".join(body), "    ")
+    reduce_stores = [
+        f"    tl.store({y} + row, ({m + 1}.0 * total).to({y}.dtype.element_ty))" for m, y in enumerate(outs)
+    ]
     body += [
         f"    tl.store({y} + i, ({m + 1}.0 * value).to({y}.dtype.element_ty), mask=mask)"
         for m, y in enumerate(outs)
     ]
+    # What interpreter_launch passes, in the kernel's order: the fields' values from the node's fields.
+    interpreter_args = ["*inputs", "*outputs"]
+    if o.array_field:
+        interpreter_args += [
+            f'np.asarray(fields["{o.array_field}"], np.float32)',
+            f'len(fields["{o.array_field}"])',
+        ]
+    interpreter_args += [f'float(fields["{o.float_field}"])' if o.float_field else "1.0", *shape_params]
     args = [f"args.inputs[{n}]" for n in range(o.inputs)] + [f"args.outputs[{m}]" for m in range(o.outputs)]
     if o.array_field:
         args += ["args.coefficients", "args.nbCoefficients"]
-    args += [f"args.{float_name}", "args.count"]
+    args += [f"args.{float_name}"] + [f"args.{p}" for p in shape_params]
     return {
         "kernels_include": '#include "../common/triton_kernel.h"\n',
         "kernels_struct": (
@@ -362,10 +425,17 @@ def _kernel_snippets(o: Options) -> dict[str, str]:
         ),
         "kernel_files": f"`kernel.py`, `{o.name}_kernel.h`, `{o.name}_launch.cpp`",
         "kernel_what": "the OpenAI Triton kernel (compiled ahead of time into the library) and its launch",
-        "kernel_where": "the kernel in `kernel.py`",
+        "kernel_where": "`op()` in `kernel.py` (check it on the CPU: `TRITON_INTERPRET=1 python -m "
+        f"trt_plugin_kit.triton_interpret plugins/{o.name}`)",
         "triton_params": ", ".join(params),
         "triton_signature": ", ".join(signature),
         "triton_body": "\n".join(body),
+        "triton_reduce_value": reduce_value,
+        "triton_reduce_stores": "\n".join(reduce_stores),
+        "triton_op_params": ", ".join(op_params),
+        "interpreter_args": ", ".join(interpreter_args),
+        "numpy_import": "import numpy as np\n" if o.array_field else "",
+        "triton_op_body": "\n".join(op_body),
         "launch_args": ", ".join(args),
     }
 
@@ -384,7 +454,11 @@ def render(o: Options, command_args: str) -> dict[str, str]:
         "formula_py": textwrap.fill(o.formula, 100),
         "summary": o.formula.replace('"', "'").rstrip("."),
         "command_args": command_args,
-        "kernel_note": "one warp per row of the last axis"
+        "kernel_note": (
+            "one program per row of the last axis"
+            if o.kernel == "triton"
+            else "one warp per row of the last axis"
+        )
         if o.reduce
         else "16-byte vector loads and streaming stores",
         "inputs_yaml": _tensors_yaml(
@@ -403,6 +477,7 @@ def render(o: Options, command_args: str) -> dict[str, str]:
         **_cpp_snippets(o),
         **_cases_snippets(o),
         **_python_snippets(o),
+        **_op_snippets(o),
         **_kernel_snippets(o),
     }
 
@@ -410,9 +485,10 @@ def render(o: Options, command_args: str) -> dict[str, str]:
         return Template((TEMPLATES / template).read_text()).substitute(values)
 
     if o.kernel == "triton":
+        suffix = "_reduce" if o.reduce else ""
         kernel_files = {
-            "kernel.py": fill("kernel_triton.py.tmpl"),
-            f"{o.name}_launch.cpp": fill("kernel_triton_launch.tmpl"),
+            "kernel.py": fill(f"kernel_triton{suffix}.py.tmpl"),
+            f"{o.name}_launch.cpp": fill(f"kernel_triton{suffix}_launch.tmpl"),
         }
     else:
         kernel = fill("kernel_common.tmpl") + fill("kernel_reduce.tmpl" if o.reduce else "kernel_same.tmpl")
@@ -435,7 +511,9 @@ def _format(folder: Path, files: dict[str, str]) -> None:
     cpp = [str(folder / f) for f in files if f.endswith((".h", ".cpp", ".cu"))]
     python = [str(folder / f) for f in files if f.endswith(".py")]
     if shutil.which("clang-format"):
-        subprocess.run(["clang-format", "-i", *cpp], check=True)
+        # The repository's style wherever the folder is (outside the checkout no .clang-format is found).
+        style = f"--style=file:{REPO_ROOT / '.clang-format'}"
+        subprocess.run(["clang-format", "-i", style, *cpp], check=True)
     else:
         print(
             "warning: clang-format not found; the C++ files are not laid out as `make lint` wants",
@@ -532,6 +610,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"created {model_folder} (a one-node model of {options.creator}; make serve serves it)")
         for path in sorted(p for p in model_folder.rglob("*") if p.is_file()):
             print(f"  {path.relative_to(model_folder)}")
+    if options.kernel == "triton":
+        print(
+            f"check op() on the CPU: TRITON_INTERPRET=1 .venv/bin/python -m trt_plugin_kit.triton_interpret "
+            f"plugins/{options.name}"
+        )
     print(
         "next: make plugins && make harness-check (build and check it); make docs (plugins/README.md's table)"
     )

@@ -90,7 +90,7 @@ def configs(spec: plugin_spec.PluginSpec, reduce: bool) -> tuple[str, str]:
         f"# {name}, TensorRT variant (the default configuration): the {spec.name} plugin of\n"
         f"# libtrt_plugin_kit.so in an engine that `build_engines.py --model {name}` builds from\n"
         f"# {MODEL_ONNX_FILE} into 1/model.plan (profile: batch 1 to max_batch_size). Triton runs with the\n"
-        "# plugin library in LD_PRELOAD (make serve does that).\n"
+        "# TensorRT backend loading the plugin library (make serve: --backend-config=tensorrt,plugins=).\n"
         f"# The CPU variant (same name, inputs and outputs) is configs/{CPU_MODEL_CONFIG_NAME}.pbtxt.\n"
         + interface.replace("{backend}", 'platform: "tensorrt_plan"\n')
         + "instance_group [\n  {\n    count: 1\n    kind: KIND_GPU\n  }\n]\n"

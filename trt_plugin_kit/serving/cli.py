@@ -14,7 +14,8 @@ on Ctrl-C or SIGTERM.
 Examples:
   make serve
   make serve SERVE_ARGS="--http-port 9000 --grpc-port 9001 --metrics-port 9002"
-  python -m trt_plugin_kit.serving --variant cpu --host 0.0.0.0 -- --log-verbose=1  # after --: Triton flags
+  make serve SERVE_ARGS="--models mnist_pipeline,l2norm"   # some models only (and what their ensembles run)
+  trt-plugin-kit serve --variant cpu --host 0.0.0.0 -- --log-verbose=1  # after --: Triton flags
 Ports and address also come from TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METRICS_PORT, TRITON_HOST.
 """
 
@@ -27,21 +28,19 @@ import sys
 import time
 from pathlib import Path
 
-from trt_plugin_kit.interface import VARIANT_ENV, VARIANTS
-from trt_plugin_kit.serving.server import (
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
-    EDGE_MODES,
-    EXPECTED_CPU_ERROR_LINES,
     MODEL_NAMES,
     MODEL_REPOSITORY,
-    Ports,
-    ServingError,
-    TritonServer,
-    choose_variant,
+    VARIANT_ENV,
+    VARIANTS,
 )
-from trt_plugin_kit.triton.options import add_server_location_arguments
+from trt_plugin_kit.serving.host import Ports, PortTaken, ServingError, choose_variant
+from trt_plugin_kit.serving.server import EDGE_MODES, EXPECTED_CPU_ERROR_LINES, TritonServer
+from trt_plugin_kit.tritonserver.options import add_server_location_arguments
 
+MODELS_ENV = "TRITON_SERVE_MODELS"
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
 STABLE_AFTER_S = 60.0  # a server that stayed up this long resets the back-off
@@ -62,6 +61,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     # The same --host/--*-port flags and TRITON_* variables as the clients and load tests.
     add_server_location_arguments(parser, metrics=True, bind=True)
     parser.add_argument("--model-repository", type=Path, default=MODEL_REPOSITORY)
+    parser.add_argument(
+        "--models",
+        type=lambda text: tuple(name.strip() for name in text.split(",") if name.strip()),
+        default=tuple(n for n in os.environ.get(MODELS_ENV, "").split(",") if n.strip()),
+        metavar="NAME,...",
+        help="serve only these models of the repository (and the models their ensembles run), e.g. the kit's "
+        f"while one of yours is not ready; default: all (env {MODELS_ENV})",
+    )
     parser.add_argument(
         "--plugin-library",
         type=Path,
@@ -114,6 +121,7 @@ def make_server(args: argparse.Namespace, variant: str) -> TritonServer:
         plugin_library=args.plugin_library,
         extra_args=args.tritonserver_args,
         edge="off" if args.http_guard == "off" else args.edge,
+        models=args.models,
     )
 
 
@@ -132,8 +140,8 @@ def supervise(args: argparse.Namespace, variant: str) -> int:
             started = time.monotonic()
             reason = server.wait_for_exit()
         except ServingError as error:
-            if restarts == 0:
-                raise  # a server that never came up: a configuration problem, not a crash to retry
+            if restarts == 0 or isinstance(error, PortTaken):
+                raise  # a server that never came up, a port another process holds: configuration, not a crash
             reason, started = str(error), time.monotonic()
         finally:
             log_tail = server.log_tail(20)

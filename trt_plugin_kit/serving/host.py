@@ -17,6 +17,7 @@ import sysconfig
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trt_plugin_kit.engines import artifact_checks
 from trt_plugin_kit.interface import (
     BUILD_DIR,
     DEFAULT_GRPC_PORT,
@@ -28,7 +29,7 @@ from trt_plugin_kit.interface import (
     VARIANTS,
 )
 
-TENSORRT_RUNTIME_SONAMES = ("libnvinfer.so.11", "libnvinfer.so.10")
+TENSORRT_RUNTIME_SONAMES = artifact_checks.TENSORRT_RUNTIME_SONAMES
 TRITONSERVER_CANDIDATES = ("/opt/tritonserver/bin/tritonserver",)
 
 
@@ -63,6 +64,88 @@ class Ports:
         return cls(free_port(host), free_port(host), free_port(host))
 
 
+class PortTaken(ServingError):
+    """A public port another process holds: a configuration problem, never retried (serve.py exits 1)."""
+
+
+PORT_ROLES = ("HTTP", "gRPC", "metrics")
+
+
+def check_ports_free(host: str, ports: Ports) -> None:
+    """Refuse to start on a port another process listens on, before anything starts.
+
+    Found by binding it as the edge will (SO_REUSEADDR, so a TIME_WAIT left by our own last server is no
+    obstacle, a listener is): without this check a server of the kit already on the port answered our
+    readiness wait, and serve.py reported ready for it.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for role, port in zip(PORT_ROLES, (ports.http, ports.grpc, ports.metrics), strict=True):
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError as error:
+                raise PortTaken(
+                    f"cannot listen on {host}:{port} ({role} port): {error.strerror or error}; another "
+                    "process holds it (another `make serve`?). Stop it, or choose other ports: "
+                    "--http-port/--grpc-port/--metrics-port or TRITON_HTTP_PORT/TRITON_GRPC_PORT/"
+                    "TRITON_METRICS_PORT (docs/serving.md)"
+                ) from None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    """Socket inodes listening on TCP `port` (any address), from /proc/net/tcp and tcp6."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local_address is HEXADDR:HEXPORT; state 0A is LISTEN.
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                inodes.add(fields[9])
+    return inodes
+
+
+def _session_socket_inodes(session_id: int) -> set[str] | None:
+    """Socket inodes open in the processes of session `session_id` (a process started with
+    start_new_session leads one; its children stay in it); None where /proc cannot say."""
+    inodes: set[str] = set()
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return None
+    for pid in entries:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            # Fields after the command name (which may hold spaces): state ppid pgrp session ...
+            if int(stat.rsplit(")", 1)[1].split()[3]) != session_id:
+                continue
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except (OSError, ValueError, IndexError):
+            continue
+    return inodes
+
+
+def ports_answered_by_others(ports: Ports, session_id: int) -> list[str]:
+    """The public ports whose listener is not a process of our session, as 'ROLE port N' (empty: all ours).
+    Where /proc is unavailable nothing can be said, and the pre-start check stands alone."""
+    ours = _session_socket_inodes(session_id)
+    if ours is None:
+        return []
+    others = []
+    for role, port in zip(PORT_ROLES, (ports.http, ports.grpc, ports.metrics), strict=True):
+        listeners = _listening_inodes(port)
+        if listeners and not listeners & ours:
+            others.append(f"{role} port {port}")
+    return others
+
+
 # --------------------------------------------------------------------------------------------------------
 # Variant detection
 
@@ -95,34 +178,53 @@ def find_system_tritonserver() -> Path | None:
     return None
 
 
-def list_gpus() -> list[str]:
-    nvidia_smi = shutil.which("nvidia-smi")
-    if not nvidia_smi:
-        return []
+CUDA_DRIVER = "libcuda.so.1"
+CUDA_ERROR_NO_DEVICE = 100  # cuda.h's CUresult
+
+
+def list_gpus() -> tuple[list[str], str]:
+    """The GPUs CUDA can use in this process, as "GPU i: name", and, when there are none, why.
+
+    Asked of CUDA's driver API (libcuda.so.1, what tritonserver and TensorRT use), not of nvidia-smi: that
+    lists every GPU the kernel driver knows, also where CUDA cannot use one (CUDA_VISIBLE_DEVICES hides it,
+    a container without the toolkit's libcuda, a driver older than the CUDA the image needs)."""
     try:
-        result = subprocess.run([nvidia_smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    return [line for line in result.stdout.splitlines() if line.startswith("GPU ")]
+        cuda = ctypes.CDLL(CUDA_DRIVER)
+    except OSError:
+        return [], f"no CUDA driver ({CUDA_DRIVER} not loadable)"
+    status = cuda.cuInit(0)
+    if status == CUDA_ERROR_NO_DEVICE:  # on an H200 with CUDA_VISIBLE_DEVICES= (nvidia-smi -L still lists it)
+        return [], "CUDA sees no GPU (CUDA_ERROR_NO_DEVICE: hidden by CUDA_VISIBLE_DEVICES, or none usable)"
+    if status != 0:
+        return [], f"CUDA's cuInit failed with CUresult {status}"
+    count = ctypes.c_int(0)
+    status = cuda.cuDeviceGetCount(ctypes.byref(count))
+    if status != 0 or count.value == 0:
+        return [], f"CUDA sees no GPU (cuDeviceGetCount: CUresult {status}, {count.value} devices)"
+    gpus = []
+    for index in range(count.value):
+        device, name = ctypes.c_int(0), ctypes.create_string_buffer(256)
+        if (
+            cuda.cuDeviceGet(ctypes.byref(device), index) == 0
+            and cuda.cuDeviceGetName(name, 256, device) == 0
+        ):
+            gpus.append(f"GPU {index}: {name.value.decode(errors='replace')}")
+    return gpus, ""
 
 
 def tensorrt_runtime_version() -> str | None:
-    """Version of the TensorRT runtime library the dynamic loader finds, e.g. '10.13.3', or None."""
-    for soname in TENSORRT_RUNTIME_SONAMES:
-        try:
-            library = ctypes.CDLL(soname)
-        except OSError:
-            continue
-        encoded = library.getInferLibVersion()  # major * 10000 + minor * 100 + patch
-        return f"{encoded // 10000}.{encoded // 100 % 100}.{encoded % 100}"
-    return None
+    """Version of the TensorRT runtime library the dynamic loader finds, as major.minor.patch (the folder
+    `make plugins` builds into: build/trt-<that>), or None. The full version: artifact_checks."""
+    found = artifact_checks.runtime_version()
+    return ".".join(found[1].split(".")[:3]) if found else None
 
 
 def probe_host() -> HostProbe:
-    probe = HostProbe(tritonserver=find_system_tritonserver(), gpus=list_gpus())
+    gpus, why_none = list_gpus()
+    probe = HostProbe(tritonserver=find_system_tritonserver(), gpus=gpus)
     probe.tensorrt_version = tensorrt_runtime_version()
     if not probe.gpus:
-        probe.missing.append("no NVIDIA GPU (nvidia-smi -L lists none)")
+        probe.missing.append(f"no NVIDIA GPU: {why_none}")
     if probe.tensorrt_version is None:
         probe.missing.append(f"no TensorRT runtime ({' / '.join(TENSORRT_RUNTIME_SONAMES)} not loadable)")
     if probe.tritonserver is None:
@@ -182,11 +284,11 @@ def ensure_plugin_library(tensorrt_version: str, explicit: Path | None = None) -
     if explicit is not None:
         if not explicit.is_file():
             raise ServingError(f"plugin library {explicit} does not exist")
-        return explicit.resolve()
+        return checked_links(explicit.resolve())
     build_dir = BUILD_DIR / f"trt-{tensorrt_version}"
     library = build_dir / PLUGIN_LIBRARY_NAME
     if library.is_file():
-        return library
+        return checked_links(library)
     headers = find_tensorrt_headers()
     if headers is None or shutil.which("cmake") is None:
         raise ServingError(
@@ -202,6 +304,19 @@ def ensure_plugin_library(tensorrt_version: str, explicit: Path | None = None) -
     subprocess.run(["cmake", "--build", str(build_dir), "-j", str(os.cpu_count() or 2)], check=True)
     if not library.is_file():
         raise ServingError(f"the CMake build finished but {library} was not produced")
+    return checked_links(library)
+
+
+def checked_links(library: Path) -> Path:
+    """The library, once ldd shows it links the TensorRT runtime found here: Triton's TensorRT backend
+    dlopen()s it RTLD_LOCAL, and one that does not link libnvinfer loads and registers no plugin (its engines
+    then fail to load far from the cause). Where no runtime is found, the probe has already said so."""
+    found = artifact_checks.runtime_version()
+    if found is not None:
+        try:
+            artifact_checks.check_links(library, found[0])
+        except artifact_checks.CheckFailed as error:
+            raise ServingError(f"the plugin library cannot serve here: {error}") from None
     return library
 
 

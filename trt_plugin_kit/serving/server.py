@@ -3,14 +3,15 @@
 Two variants serve the same four models under the same names, inputs and outputs:
 
 - ``tensorrt``: a host with an NVIDIA GPU, TensorRT and a ``tritonserver`` install (e.g. inside NVIDIA's
-  tritonserver container). The plugin library is built if missing and put in ``LD_PRELOAD`` so that
-  TensorRT finds the plugins when Triton deserialises the engines; engines are built if missing.
+  tritonserver container). The plugin library is built if missing and handed to the TensorRT backend
+  (:func:`tensorrt_plugins_flag`), which loads it before it deserialises the engines; engines are built if
+  missing.
 - ``cpu``: anywhere else. The ``tritonserver`` binary shipped in the ``nvidia-pytriton`` wheel runs the
   Python backend on the CPU configurations (``--model-config-name=cpu``: ``configs/cpu.pbtxt`` in a model
   folder replaces ``config.pbtxt``; models without one use their default configuration).
 
-``scripts/serve.py`` (``make serve``) is the command-line front end; tests use :class:`TritonServer`
-directly (see tests/conftest.py).
+``trt-plugin-kit serve`` (``make serve``, :mod:`trt_plugin_kit.serving.cli`) is the command-line front
+end; tests use :class:`TritonServer` directly (see tests/conftest.py).
 """
 
 from __future__ import annotations
@@ -34,26 +35,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from trt_plugin_kit.interface import (  # noqa: F401 - re-exported for the serving front ends
+from trt_plugin_kit.interface import (
     ADMIN_HEADER,
     ADMIN_KEY_ENV,
-    BUILD_DIR,
     CPU_MODEL_CONFIG_NAME,
-    DEFAULT_GRPC_PORT,
-    DEFAULT_HTTP_PORT,
-    DEFAULT_METRICS_PORT,
-    GRPC_ADMIN_HEADER,
     MODEL_NAMES,
     MODEL_REPOSITORY,
-    PLUGIN_LIBRARY_NAME,
     PLUGIN_ONNX_BACKEND,
     PLUGINS_DIR,
     PLUGINS_DIR_ENV,
     REPO_ROOT,
     RESTRICTED_APIS,
-    TENSORRT_MODELS,
     VARIANTS,
 )
+from trt_plugin_kit.serving import model_subset
 from trt_plugin_kit.serving.edge import limits as edge_limits
 from trt_plugin_kit.serving.edge.contract import (
     EXIT_MODEL_DOWN,
@@ -61,20 +56,20 @@ from trt_plugin_kit.serving.edge.contract import (
     INTERNAL_KEY_ENV,
     socket_paths,
 )
-from trt_plugin_kit.serving.host import (  # noqa: F401 - re-exported: the serving API in one import
-    HostProbe,
+from trt_plugin_kit.serving.host import (
     Ports,
+    PortTaken,
     ServingError,
     _client_host,
-    choose_variant,
+    check_ports_free,
     ensure_engines,
     ensure_plugin_library,
-    free_port,
+    ports_answered_by_others,
     probe_host,
     system_triton_python_path,
 )
 from trt_plugin_kit.serving.shm_budget import python_backend_shm_flags
-from trt_plugin_kit.triton.options import ServerLocation
+from trt_plugin_kit.tritonserver.options import ServerLocation
 
 # Largest request accepted (HTTP body after decompression, gRPC message): the edge's limit, also given to
 # Triton as --http-max-input-size where it has it (>= 25.05). Bigger than mnist_preprocess's per-image limit
@@ -256,20 +251,25 @@ def supported_options(tritonserver: Path, env: dict[str, str]) -> str:
     return result.stdout + result.stderr
 
 
-def repository_models(model_repository: Path = MODEL_REPOSITORY) -> list[str]:
-    """The models a server of ``model_repository`` serves: ours and those added (new-plugin's), sorted."""
-    return sorted(
-        p.name
-        for p in Path(model_repository).iterdir()
-        if (p / "config.pbtxt").is_file() or (p / "configs" / f"{CPU_MODEL_CONFIG_NAME}.pbtxt").is_file()
-    )
-
-
 def check_model_repository(model_repository: Path) -> None:
     """Fail early, with the missing paths, instead of letting Triton start without a model."""
     missing = [str(model_repository / name) for name in MODEL_NAMES if not (model_repository / name).is_dir()]
     if missing:
         raise ServingError("model folders missing from the repository: " + ", ".join(missing))
+
+
+def tensorrt_plugins_flag(plugin_library: Path) -> str:
+    """tritonserver's flag that has its TensorRT backend, and no other process, load the plugin library.
+
+    Triton's tensorrt_backend (src/tensorrt.cc, TRITONBACKEND_Initialize) dlopen()s every path of its
+    ``plugins`` setting (';'-separated, RTLD_NOW | RTLD_LOCAL) before any TensorRT model loads; the
+    library's static registrations then register its creators with the registry of the libnvinfer the
+    backend runs (the library links it). Unlike LD_PRELOAD, which every child inherits, the Python backend's
+    stubs (mnist_preprocess) never load it, nor libnvinfer. The backend only logs a library it cannot load
+    ("unable to load shared library"): the engines then fail to load, naming the missing plugin."""
+    if ";" in str(plugin_library):  # the backend splits its setting at ';' (a ',' after the '=' is kept)
+        raise ServingError(f"plugin library path {plugin_library} contains ';', the backend's separator")
+    return f"--backend-config=tensorrt,plugins={plugin_library}"
 
 
 class TritonServer:
@@ -292,6 +292,7 @@ class TritonServer:
         exit_timeout_s: int = 15,
         extra_args: Sequence[str] = (),
         edge: str = "on",
+        models: Sequence[str] = (),
     ):
         if variant not in VARIANTS:
             raise ServingError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
@@ -299,6 +300,9 @@ class TritonServer:
         self.ports = ports or Ports()
         self.host = host
         self.model_repository = Path(model_repository).resolve()
+        # Some of its models only (serving/model_subset.py); empty: all of them.
+        self.models = tuple(models)
+        self._served_repository = self.model_repository
         self.log_file = log_file
         self.log_verbose = log_verbose
         self.plugin_library = plugin_library
@@ -349,7 +353,7 @@ class TritonServer:
                 f"cpu (PyTriton's tritonserver, Python backend, --model-config-name={CPU_MODEL_CONFIG_NAME}: "
                 "ONNX Runtime and NumPy)"
             )
-        return f"tensorrt (TensorRT engines, plugins from {self.plugin_library} in LD_PRELOAD)"
+        return f"tensorrt (TensorRT engines, plugins from {self.plugin_library} in the TensorRT backend)"
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
@@ -369,8 +373,16 @@ class TritonServer:
         if self.process is not None:
             raise ServingError("this server was already started")
         check_model_repository(self.model_repository)
+        check_ports_free(self.host, self.ports)
         self._workdir = Path(tempfile.mkdtemp(prefix="trt_plugin_kit_triton_"))
         try:
+            if self.models:
+                self._served_repository = model_subset.link_subset(
+                    self.model_repository,
+                    self.models,
+                    self._workdir / "models",
+                    model_subset.config_name_of(self.variant),
+                )
             binary, env, variant_args = self._prepare_variant()
             prefix = []
             if self.guarded:
@@ -487,11 +499,8 @@ class TritonServer:
             raise ServingError("the TensorRT variant cannot run here: " + "; ".join(probe.missing))
         self.plugin_library = ensure_plugin_library(probe.tensorrt_version, self.plugin_library)
         ensure_engines(self.model_repository, self.plugin_library)
-        # TensorRT resolves plugin creators from libraries loaded in the process; preloading registers ours
-        # before the TensorRT backend deserialises the engines.
-        env["LD_PRELOAD"] = os.pathsep.join(filter(None, [str(self.plugin_library), env.get("LD_PRELOAD")]))
         env["PYTHONPATH"] = os.pathsep.join(system_triton_python_path(env.get("PYTHONPATH")))
-        return probe.tritonserver, env, []
+        return probe.tritonserver, env, [tensorrt_plugins_flag(self.plugin_library)]
 
     def _common_args(self, help_text: str) -> list[str]:
         if self.guarded:
@@ -515,7 +524,7 @@ class TritonServer:
                 f"--metrics-port={self.ports.metrics}",
             ]
         args = [
-            f"--model-repository={self.model_repository}",
+            f"--model-repository={self._served_repository}",
             *HARDENED_FLAGS,
             *METRICS_FLAGS,
             *endpoints,
@@ -580,12 +589,13 @@ class TritonServer:
 
     def wait_until_ready(self, timeout_s: float = 180.0) -> None:
         """Wait until both protocols answer ready (strict readiness: every model loaded) with the kit's one
-        readiness wait (trt_plugin_kit.triton.protocol); stops early, with the log, if a process exits."""
+        readiness wait (trt_plugin_kit.tritonserver.protocol); stops early, with the log, if a process
+        exits."""
         if self.process is None:
             raise ServingError("the server was not started")
         # Imported here: triton_protocol needs numpy and tritonclient, which the system Python that serves
         # the TensorRT variant in NVIDIA's container may lack until the server is being started from a venv.
-        from trt_plugin_kit.triton.protocol import NotReady, wait_until_ready  # noqa: PLC0415
+        from trt_plugin_kit.tritonserver.protocol import NotReady, wait_until_ready  # noqa: PLC0415
 
         location = self.location
         # A gRPC endpoint with TLS (extra --grpc-use-ssl flags) is its owner's to check; HTTP says ready too.
@@ -602,6 +612,14 @@ class TritonServer:
             failures = self.model_load_failures()
             cause = ("\n" + "\n".join(failures)) if failures else ""
             raise ServingError(f"{what}. Last lines of its log:\n{self.log_tail()}{cause}") from None
+        # Ready, but from whom? A server on the port between our check and our bind answers the wait too.
+        listener = self.edge_process if self.guarded else self.process
+        others = ports_answered_by_others(self.ports, listener.pid)
+        if others:
+            raise PortTaken(
+                f"address already in use: another process answered on {', '.join(others)}, not this server; "
+                "stop it or choose other ports (--http-port/--grpc-port/--metrics-port)"
+            )
         # The Python backend creates its regions while models load, mode 0644 whatever the umask
         # (Boost.Interprocess sets it): make tensors in transit the owner's only.
         restrict_shared_memory(self.shm_prefix)

@@ -3,7 +3,3 @@ derived from it, the ONNX nodes that use a plugin, and the NumPy references of t
 
 ``python -m trt_plugin_kit.specs docs|cpp|list`` writes the derived outputs.
 """
-
-from trt_plugin_kit.specs.spec import FieldSpec, PluginSpec, SpecError, all_specs, get
-
-__all__ = ["FieldSpec", "PluginSpec", "SpecError", "all_specs", "get"]

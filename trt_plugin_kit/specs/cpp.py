@@ -10,7 +10,13 @@ from pathlib import Path
 from trt_plugin_kit.specs import spec as plugin_spec
 
 _FIELD_TYPES = {"float32": "kFLOAT32", "int32": "kINT32", "char": "kCHAR"}
-_TENSOR_TYPES = {"float32": "kFLOAT", "float16": "kHALF", "int8": "kINT8", "int32": "kINT32"}
+_TENSOR_TYPES = {
+    "float32": "kFLOAT",
+    "float16": "kHALF",
+    "bfloat16": "kBF16",
+    "int8": "kINT8",
+    "int32": "kINT32",
+}
 
 
 def _string(text: str) -> str:

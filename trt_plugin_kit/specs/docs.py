@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trt_plugin_kit.interface import PLUGINS_DIR
+from trt_plugin_kit import interface
 from trt_plugin_kit.specs import spec as plugin_spec
 
 FIELDS_BEGIN, FIELDS_END = "<!-- fields:begin -->", "<!-- fields:end -->"
 PLUGINS_BEGIN, PLUGINS_END = "<!-- plugins:begin -->", "<!-- plugins:end -->"
 _NOTE = "<!-- generated from spec.yaml by `python -m trt_plugin_kit.specs docs`: edit the spec -->"
-_TENSOR_TYPES = {"float32": "FP32", "float16": "FP16", "int8": "INT8", "int32": "INT32"}
+_TENSOR_TYPES = {"float32": "FP32", "float16": "FP16", "bfloat16": "BF16", "int8": "INT8", "int32": "INT32"}
 
 
 def _value(value) -> str:
@@ -114,10 +114,11 @@ def _replace(text: str, begin: str, end: str, table: str, path: Path) -> str:
     return f"{head}{begin}\n{table}\n{end}{tail}"
 
 
-def update(check: bool = False, plugins_dir: Path = PLUGINS_DIR) -> list[Path]:
+def update(check: bool = False, plugins_dir: Path | None = None) -> list[Path]:
     """Rewrites the generated tables (with ``check``, only compares); returns the READMEs that were stale."""
+    plugins_dir = Path(plugins_dir or interface.PLUGINS_DIR)
     specs = plugin_spec.all_specs(plugins_dir)
-    wanted = {Path(plugins_dir) / "README.md": (PLUGINS_BEGIN, PLUGINS_END, plugins_table(specs))}
+    wanted = {plugins_dir / "README.md": (PLUGINS_BEGIN, PLUGINS_END, plugins_table(specs))}
     for spec in specs.values():
         wanted[spec.folder / "README.md"] = (FIELDS_BEGIN, FIELDS_END, fields_table(spec))
     stale = []

@@ -7,8 +7,7 @@ three purposes:
 
 * the plugin harness's dumps are checked against them (:mod:`trt_plugin_kit.specs.harness_dumps`);
 * the ONNX evaluator (:mod:`trt_plugin_kit.models.onnx_eval`) runs the custom nodes of the plugin flavour of
-our
-  models with them, so that the plugin graph can be compared with the native graph in ONNX Runtime;
+  our models with them, so that the plugin graph can be compared with the native graph in ONNX Runtime;
 * they document the exact semantics (rounding, padding, broadcasting) in one place.
 
 Conventions shared by all references:
@@ -26,13 +25,18 @@ FLOAT/FLOATS -> float32, STRING -> char. Float fields are therefore float32 valu
 
     reference.REFERENCES["LeakyReLU"](x, negative_slope=0.1)     # or reference.leaky_relu(x, 0.1)
     reference.run("Pool", [x], {"mode": "max", "kernel": [2, 2]})  # spec defaults filled in
+
+Nothing is loaded when this module is imported: a plugin's reference.py is imported the first time one of
+its functions is asked for (a plugin folder is not a package, so it is imported from its file), and the
+tables below read the specs only when first used.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 
 import numpy as np
@@ -62,17 +66,31 @@ def _function(spec: plugin_spec.PluginSpec, name: str) -> Callable:
     return function
 
 
+class _FunctionTable(Mapping):
+    """Creator name -> the function a spec field names, each plugin's reference.py imported on first use."""
+
+    def __init__(self, field: str):
+        self._field = field
+
+    def _specs(self) -> dict[str, plugin_spec.PluginSpec]:
+        return {name: spec for name, spec in plugin_spec.all_specs().items() if getattr(spec, self._field)}
+
+    def __getitem__(self, plugin: str) -> Callable:
+        spec = self._specs()[plugin]
+        return _function(spec, getattr(spec, self._field))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs())
+
+    def __len__(self) -> int:
+        return len(self._specs())
+
+
 #: Creator name -> reference function ``f(*inputs, **fields)`` returning an array or a tuple of arrays.
-REFERENCES: dict[str, Callable] = {
-    name: _function(spec, spec.reference) for name, spec in plugin_spec.all_specs().items()
-}
+REFERENCES: Mapping[str, Callable] = _FunctionTable("reference")
 #: Creator name -> ``f(*inputs, **fields)`` giving, per output, the magnitude errors are relative to (None:
 #: the output itself), for the plugins whose outputs can cancel.
-ERROR_SCALES: dict[str, Callable] = {
-    name: _function(spec, spec.error_scale)
-    for name, spec in plugin_spec.all_specs().items()
-    if spec.error_scale
-}
+ERROR_SCALES: Mapping[str, Callable] = _FunctionTable("error_scale")
 
 
 def _without_unset(fields: dict) -> dict:
@@ -95,16 +113,30 @@ def error_scales(plugin: str, inputs: list[np.ndarray], fields: dict) -> list[np
     return ERROR_SCALES[plugin](*inputs, **_without_unset(complete))
 
 
-# The functions under their own names, for direct use (reference.pool(x, "max", [2, 2]), ...).
-_public = {}
-for _spec in plugin_spec.all_specs().values():
-    _module_of_spec = _module(_spec)
-    _public.update(
-        {
-            name: value
-            for name, value in vars(_module_of_spec).items()
-            if callable(value) and not name.startswith("_") and value.__module__ == _module_of_spec.__name__
-        }
-    )
-globals().update(_public)
-__all__ = ["ERROR_SCALES", "FLOAT_DTYPES", "REFERENCES", "error_scales", "run", *sorted(_public)]
+def _public_functions(module: ModuleType) -> dict[str, Callable]:
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if callable(value) and not name.startswith("_") and value.__module__ == module.__name__
+    }
+
+
+@functools.cache
+def _function_named(name: str) -> Callable:
+    """A reference module's public function by its own name, the plugins' reference.py imported in turn until
+    one defines it."""
+    for spec in plugin_spec.all_specs().values():
+        function = _public_functions(_module(spec)).get(name)
+        if function is not None:
+            return function
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r} (no plugin reference defines it)")
+
+
+def __getattr__(name: str) -> Callable:
+    """The references under their own names, for direct use (reference.pool(x, "max", [2, 2]), ...)."""
+    if name.startswith("_"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _function_named(name)
+
+
+__all__ = ["ERROR_SCALES", "FLOAT_DTYPES", "REFERENCES", "error_scales", "run"]

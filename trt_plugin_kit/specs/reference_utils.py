@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import numpy as np
 
+try:  # NumPy has no bfloat16; ml_dtypes (installed with onnx) gives it, the references take it when there
+    import ml_dtypes
+
+    BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+except ImportError:  # pragma: no cover - onnx brings ml_dtypes
+    BFLOAT16 = None
+
 FLOAT_DTYPES = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
+FLOAT_DTYPES += (BFLOAT16,) if BFLOAT16 is not None else ()
 
 
 def as_float_tensor(x, op: str) -> np.ndarray:
-    """Returns ``x`` as an ndarray, insisting on a float dtype (the plugins' FP32/FP16 I/O)."""
+    """Returns ``x`` as an ndarray, insisting on a float dtype (the plugins' FP32/FP16/BF16 I/O)."""
     x = np.asarray(x)
     if x.dtype not in FLOAT_DTYPES:
-        raise TypeError(f"{op}: input must be float16, float32 or float64, got {x.dtype}")
+        raise TypeError(f"{op}: input must be float16, bfloat16, float32 or float64, got {x.dtype}")
     return x
 
 

@@ -18,7 +18,7 @@ elsewhere. The format, by example (plugins/pool/spec.yaml is the fullest)::
     version: "1"                # getPluginVersion(); every plugin of the library has PLUGIN_VERSION
     summary: one line for plugins/README.md
     reference: leaky_relu       # function of this folder's reference.py (optional error_scale: another)
-    inputs: [{name: x, types: [float32, float16], meaning: ...}]     # types: float32 float16 int8 int32
+    inputs: [{name: x, types: [float32, float16], meaning: ...}]  # float32 float16 bfloat16 int8 int32
     outputs: [{name: y, types: [float32, float16], meaning: ...}]
     formats: [linear]
     fields:                     # in getFieldNames() order
@@ -51,11 +51,12 @@ from typing import Any
 
 import yaml
 
-from trt_plugin_kit.interface import PLUGIN_VERSION, PLUGINS_DIR
+from trt_plugin_kit import interface
+from trt_plugin_kit.interface import PLUGIN_VERSION
 
 SPEC_FILE = "spec.yaml"
 FIELD_TYPES = ("float32", "int32", "char")
-TENSOR_TYPES = ("float32", "float16", "int8", "int32")
+TENSOR_TYPES = ("float32", "float16", "bfloat16", "int8", "int32")
 FORMATS = ("linear",)
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 FLOAT32_MAX = 3.4028234663852886e38
@@ -485,9 +486,9 @@ def load(folder: Path) -> PluginSpec:
     return spec
 
 
-def folders(plugins_dir: Path = PLUGINS_DIR) -> list[Path]:
-    """Plugin folders: the subfolders of plugins/ with a spec.yaml, sorted by name."""
-    return sorted(path.parent for path in Path(plugins_dir).glob(f"*/{SPEC_FILE}"))
+def folders(plugins_dir: Path | None = None) -> list[Path]:
+    """Plugin folders: the subfolders of plugins/ (or `plugins_dir`) with a spec.yaml, sorted by name."""
+    return sorted(path.parent for path in Path(plugins_dir or interface.PLUGINS_DIR).glob(f"*/{SPEC_FILE}"))
 
 
 @functools.cache
@@ -506,9 +507,9 @@ def reload() -> None:
     _all.cache_clear()
 
 
-def all_specs(plugins_dir: Path = PLUGINS_DIR) -> dict[str, PluginSpec]:
-    """Creator name -> spec of every plugin folder (loaded once per directory)."""
-    return _all(Path(plugins_dir).resolve())
+def all_specs(plugins_dir: Path | None = None) -> dict[str, PluginSpec]:
+    """Creator name -> spec of each plugin folder of plugins/ or `plugins_dir` (loaded once per directory)."""
+    return _all(Path(plugins_dir or interface.PLUGINS_DIR).resolve())
 
 
 def get(name: str) -> PluginSpec:

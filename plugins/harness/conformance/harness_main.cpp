@@ -103,6 +103,8 @@ std::string specTypeName(nvinfer1::DataType type)
             return "float32";
         case nvinfer1::DataType::kHALF:
             return "float16";
+        case nvinfer1::DataType::kBF16:
+            return "bfloat16";
         default:
             return typeName(type);
     }

@@ -1,5 +1,6 @@
 #include "core/host_tensor.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -50,6 +51,8 @@ size_t sizeOf(DataType type)
             return 4;
         case DataType::kHALF:
             return 2;
+        case DataType::kBF16:
+            return 2;
         case DataType::kINT8:
             return 1;
         case DataType::kINT32:
@@ -97,6 +100,8 @@ double HostTensor::get(int64_t i) const
             return reinterpret_cast<float const*>(bytes.data())[i];
         case DataType::kHALF:
             return __half2float(reinterpret_cast<__half const*>(bytes.data())[i]);
+        case DataType::kBF16:
+            return __bfloat162float(reinterpret_cast<__nv_bfloat16 const*>(bytes.data())[i]);
         case DataType::kINT8:
             return reinterpret_cast<int8_t const*>(bytes.data())[i];
         case DataType::kINT32:
@@ -115,6 +120,10 @@ void HostTensor::set(int64_t i, double value)
             break;
         case DataType::kHALF:
             reinterpret_cast<__half*>(bytes.data())[i] = __float2half_rn(static_cast<float>(value));
+            break;
+        case DataType::kBF16:
+            reinterpret_cast<__nv_bfloat16*>(bytes.data())[i] =
+                __float2bfloat16_rn(static_cast<float>(value));
             break;
         case DataType::kINT8:
             reinterpret_cast<int8_t*>(bytes.data())[i] = static_cast<int8_t>(value);

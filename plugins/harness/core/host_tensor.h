@@ -18,7 +18,7 @@ int64_t volumeOf(nvinfer1::Dims const& dims);
 size_t sizeOf(nvinfer1::DataType type);
 char const* typeName(nvinfer1::DataType type);
 
-//! A tensor in host memory in its TensorRT type (FP32, FP16, INT8 or INT32), readable as doubles.
+//! A tensor in host memory in its TensorRT type (FP32, FP16, BF16, INT8 or INT32), readable as doubles.
 struct HostTensor
 {
     nvinfer1::DataType type{nvinfer1::DataType::kFLOAT};
@@ -29,7 +29,7 @@ struct HostTensor
     HostTensor(nvinfer1::DataType type, nvinfer1::Dims dims);
     int64_t count() const { return volumeOf(dims); }
     double get(int64_t i) const;
-    void set(int64_t i, double value);  // Rounds to the tensor's type (round-to-nearest-even for FP16).
+    void set(int64_t i, double value);  // Rounds to the tensor's type (round-to-nearest-even for FP16, BF16).
 };
 
 //! Fills with values in [lo, hi] that are never all zero; FP16 values are exactly representable.

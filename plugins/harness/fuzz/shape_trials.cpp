@@ -65,7 +65,8 @@ DataType randomType(Rng& rng)
 {
     double const p = rng.uniform();
     if (p < 0.5) return DataType::kFLOAT;
-    if (p < 0.7) return rng.chance(0.5) ? DataType::kHALF : DataType::kINT8;
+    if (p < 0.6) return rng.chance(0.5) ? DataType::kHALF : DataType::kBF16;
+    if (p < 0.7) return DataType::kINT8;
     if (p < 0.95) return static_cast<DataType>(rng.range(0, 10));
     return static_cast<DataType>(99);
 }

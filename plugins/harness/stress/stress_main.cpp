@@ -33,7 +33,7 @@ Subcommands (see plugins/harness/STRESS.md):
 
 Common options:
   --library PATH         libtrt_plugin_kit.so (required)
-  --plugin NAME          only this plugin (L2Normalize, PReLU, LeakyReLU, FullyConnected, Pool, ConcatCopy)
+  --plugin NAME          only this plugin (the list below: every plugins/*/spec.yaml of this build)
   --time-limit SECONDS   fail (exit 3) if the run takes longer; 0 = none (default 1800)
   --verbose              print every message the library logs
 
@@ -68,6 +68,10 @@ int usage(std::string const& problem)
         std::fprintf(stderr, "plugin_stress: %s\n\n", problem.c_str());
     }
     std::fputs(kUsage, stderr);
+    // From the specs the tools were built with, so that a new plugin folder is listed without an edit here.
+    std::string names;
+    for (auto const& name : pluginNames()) names += (names.empty() ? "" : ", ") + name;
+    std::fprintf(stderr, "\nplugins: %s\n", names.c_str());
     return 2;
 }
 

@@ -43,7 +43,7 @@ Case swigluCase(DataType type, std::vector<int64_t> shape, bool dump = false)
 
 void addSwigluCases(harness::Suite& suite)
 {
-    for (DataType type : {DataType::kFLOAT, DataType::kHALF})
+    for (DataType type : {DataType::kFLOAT, DataType::kHALF, DataType::kBF16})
     {
         suite.cases.push_back(swigluCase(type, {1, 1000}, true));     // a gated LeNet fc1: half 500, general
         suite.cases.push_back(swigluCase(type, {2}, true));           // rank 1, one output

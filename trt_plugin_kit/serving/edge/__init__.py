@@ -5,9 +5,3 @@ model's configuration and re-encoded before tritonserver sees it (docs/SECURITY.
 listens on private Unix sockets only. Start it through trt_plugin_kit.serving.server.TritonServer (make
 serve).
 """
-
-from trt_plugin_kit.serving.edge import limits
-from trt_plugin_kit.serving.edge.contract import socket_paths
-from trt_plugin_kit.serving.edge.tensors import ModelInterface, Refused, check_request
-
-__all__ = ["ModelInterface", "Refused", "check_request", "limits", "socket_paths"]

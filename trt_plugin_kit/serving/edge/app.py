@@ -26,6 +26,7 @@ from aiohttp import web
 
 from trt_plugin_kit.interface import ADMIN_KEY_ENV
 from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.budget import mmap_large_buffers
 from trt_plugin_kit.serving.edge.contract import EXIT_MODEL_DOWN, EXIT_NEVER_READY, INTERNAL_KEY_ENV
 from trt_plugin_kit.serving.edge.grpc_front import GrpcFront
 from trt_plugin_kit.serving.edge.http_front import HttpFront, metrics_handler
@@ -46,6 +47,7 @@ def _endpoint(text: str) -> tuple[str, int]:
 
 
 async def serve(args: argparse.Namespace) -> int:
+    mmap_large_buffers()
     upstream = Upstream(args.socket_dir, os.environ[INTERNAL_KEY_ENV])
     admin_key = os.environ.get(ADMIN_KEY_ENV) or None
     state = {"why_not_ready": "tritonserver is starting", "exit": 0}

@@ -24,14 +24,19 @@ from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits
-from trt_plugin_kit.serving.edge.http_front import MODEL_CONTROL_REFUSAL
+from trt_plugin_kit.serving.edge.policy import (
+    CONTENTS,
+    MODEL_CONTROL_REFUSAL,
+    SERVICE,
+    UNREACHABLE,
+)
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
     VERSION,
     InferRequest,
-    InputTensor,
-    OutputRequest,
+    ParsedInput,
+    ParsedOutput,
     Refused,
     check_request,
     serialize_bytes_elements,
@@ -40,26 +45,6 @@ from trt_plugin_kit.serving.edge.tensors import (
 from trt_plugin_kit.serving.edge.upstream import Upstream
 
 log = logging.getLogger("trt_plugin_kit.serving.edge")
-SERVICE = "inference.GRPCInferenceService"
-# What a client is told when tritonserver cannot be reached (its own words name a private socket).
-UNREACHABLE = "the inference server is not reachable right now"
-# grpcio's words for a call beyond maximum_concurrent_rpcs (the native front says the same).
-CONCURRENT_REFUSAL = "Concurrent RPC limit exceeded!"
-
-# InferTensorContents field -> (datatypes it may carry, numpy type of the raw encoding)
-_CONTENTS = {
-    "BOOL": ("bool_contents", np.bool_),
-    "INT8": ("int_contents", np.int8),
-    "INT16": ("int_contents", np.int16),
-    "INT32": ("int_contents", np.int32),
-    "INT64": ("int64_contents", np.int64),
-    "UINT8": ("uint_contents", np.uint8),
-    "UINT16": ("uint_contents", np.uint16),
-    "UINT32": ("uint_contents", np.uint32),
-    "UINT64": ("uint64_contents", np.uint64),
-    "FP32": ("fp32_contents", np.float32),
-    "FP64": ("fp64_contents", np.float64),
-}
 _PUBLIC = {
     "ServerLive": (pb.ServerLiveRequest, None),
     "ServerReady": (pb.ServerReadyRequest, None),
@@ -89,9 +74,11 @@ def _parameter_value(parameter: pb.InferParameter):
 
 
 def _parameters(mapping, where: str) -> dict:
+    """A protobuf map, in its keys' order: a map has none of its own, and the first parameter refused must
+    be the same for every rule that judges it (the compiled front's too)."""
     if len(mapping) > limits.MAX_PARAMETERS:
         raise Refused(f"{where}: at most {limits.MAX_PARAMETERS} parameters")
-    return {key: _parameter_value(value) for key, value in mapping.items()}
+    return {key: _parameter_value(mapping[key]) for key in sorted(mapping)}
 
 
 def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
@@ -114,7 +101,7 @@ def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
         if tensor.datatype not in DATATYPE_BYTES:
             raise Refused(f"{where}: unknown datatype {tensor.datatype[:16]!r}")
         shape = list(tensor.shape)
-        parsed = InputTensor(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
+        parsed = ParsedInput(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
         has_contents = tensor.HasField("contents")
         if raw:
             if has_contents:
@@ -125,7 +112,7 @@ def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
         request.inputs.append(parsed)
     for output in message.outputs:
         request.outputs.append(
-            OutputRequest(output.name, _parameters(output.parameters, f"output {output.name!r}"))
+            ParsedOutput(output.name, _parameters(output.parameters, f"output {output.name!r}"))
         )
     return request
 
@@ -133,9 +120,9 @@ def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
 def _contents_to_raw(contents: pb.InferTensorContents, datatype: str, where: str) -> bytes:
     if datatype == "BYTES":
         return serialize_bytes_elements(list(contents.bytes_contents))
-    if datatype not in _CONTENTS:
+    if datatype not in CONTENTS:
         raise Refused(f"{where}: {datatype} must be sent in raw_input_contents")
-    field, numpy_type = _CONTENTS[datatype]
+    field, numpy_type = CONTENTS[datatype]
     others = [f.name for f, _ in contents.ListFields() if f.name != field]
     if others:
         raise Refused(f"{where}: {others[0]} does not carry {datatype}")

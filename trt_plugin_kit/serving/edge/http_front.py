@@ -25,13 +25,15 @@ from aiohttp import web, web_protocol
 
 from trt_plugin_kit.interface import ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits, wire_json
+from trt_plugin_kit.serving.edge.budget import Budget, Holding, peer_key, peer_of, reset_on_close
+from trt_plugin_kit.serving.edge.policy import MODEL_CONTROL_REFUSAL, UNREACHABLE
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
     VERSION,
     InferRequest,
-    InputTensor,
-    OutputRequest,
+    ParsedInput,
+    ParsedOutput,
     Refused,
     check_request,
     check_shape,
@@ -51,10 +53,6 @@ FORWARDED_BACK = ("Content-Type", HEADER_LENGTH)
 ASCII_COUNT = re.compile(r"[0-9]{1,10}")  # str.isdigit() would take "²" and int() then raise
 # What the Server header says: no software or version.
 SERVER_NAME = "triton-edge"
-# Every deployment runs --model-control-mode=none: what the repository held at start is all it serves.
-MODEL_CONTROL_REFUSAL = (
-    "explicit model load / unload is not allowed: this server's model control mode is none"
-)
 NUMPY_TYPES = {
     "BOOL": np.bool_,
     "UINT8": np.uint8,
@@ -226,7 +224,7 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
             raise Refused(f"{where}: unknown datatype {str(datatype)[:16]!r}")
         shape = fields.get("shape")
         parameters = _parameters(fields, where)
-        tensor = InputTensor(name, datatype, shape if isinstance(shape, list) else [], None, parameters)
+        tensor = ParsedInput(name, datatype, shape if isinstance(shape, list) else [], None, parameters)
         if not isinstance(shape, list):
             raise Refused(f"{where}: 'shape' must be a list of non-negative integers")
         size = parameters.pop("binary_data_size", None)
@@ -253,21 +251,26 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         if not isinstance(fields.get("name"), str):
             raise Refused(f"outputs[{position}] needs a 'name'")
         request.outputs.append(
-            OutputRequest(fields["name"], _parameters(fields, f"output {fields['name']!r}"))
+            ParsedOutput(fields["name"], _parameters(fields, f"output {fields['name']!r}"))
         )
     return request
 
 
 def _parameters(fields: dict, where: str) -> dict:
     parameters = fields.get("parameters", {})
-    if not isinstance(parameters, dict) or len(parameters) > 8:
-        raise Refused(f"{where}: 'parameters' must be a JSON object of at most 8 entries")
+    if not isinstance(parameters, dict) or len(parameters) > limits.MAX_PARAMETERS:
+        raise Refused(
+            f"{where}: 'parameters' must be a JSON object of at most {limits.MAX_PARAMETERS} entries"
+        )
     return dict(parameters)
 
 
-async def decoded_body(request: web.Request, limit: int) -> bytes:
+async def decoded_body(request: web.Request, limit: int, holding: Holding) -> bytes:
     """The body, read within limits.BODY_TIMEOUT_S and ``limit`` bytes, decompressed (gzip/deflate) in a
-    worker thread within the same limit and limits.DECOMPRESS_TIMEOUT_S; other encodings are refused."""
+    worker thread within the same limit and limits.DECOMPRESS_TIMEOUT_S; other encodings are refused. Its
+    bytes are held in the byte budget (``holding``) as they arrive, before they are kept: the chunk that
+    would pass it is refused at once. (Not the declared length: bodies declared and never sent would hold
+    the budget against everybody else for the body timeout.)"""
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding not in ("identity", "gzip", "deflate"):
         raise Refused(f"Content-Encoding {encoding[:20]!r} is not accepted (gzip, deflate)", status=415)
@@ -276,27 +279,32 @@ async def decoded_body(request: web.Request, limit: int) -> bytes:
         raise too_large(f"the request body is too large: this server accepts at most {limit} bytes")
     try:
         async with limits.time_limit(limits.BODY_TIMEOUT_S):
-            body = await _read_body(request, limit)
+            body = await _read_body(request, limit, holding)
     except asyncio.TimeoutError:
         raise Refused(f"the request body did not arrive within {limits.BODY_TIMEOUT_S:.0f} s", 408) from None
     if encoding == "identity":
         return body
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    holding.take(limit)  # what the inflater may make, held before it runs
     try:
         # The worker thread runs on when the wait gives up, but its output is bounded by `limit`.
-        return await asyncio.wait_for(
+        inflated = await asyncio.wait_for(
             asyncio.to_thread(_inflate, body, wbits, limit), limits.DECOMPRESS_TIMEOUT_S
         )
     except asyncio.TimeoutError:
         raise Refused("the request body took too long to decompress", status=413) from None
+    holding.resize(len(body) + len(inflated))
+    return inflated
 
 
-async def _read_body(request: web.BaseRequest, limit: int) -> bytes:
+async def _read_body(request: web.BaseRequest, limit: int, holding: Holding) -> bytes:
+    """The body in chunks, each held in the byte budget as it comes."""
     chunks, size = [], 0
     async for chunk in request.content.iter_chunked(256 * 1024):
         size += len(chunk)
         if size > limit:
             raise too_large(f"the request body is too large: this server accepts at most {limit} bytes")
+        holding.take(len(chunk))
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -325,6 +333,27 @@ class _EdgeRequestHandler(web_protocol.RequestHandler):
     """aiohttp's connection handler, answering what its HTTP parser refuses in Triton's JSON error form,
     without echoing the request or logging a traceback per malformed request (a log flood)."""
 
+    _peer: str | None = None  # counted in the budget's connections
+
+    def connection_made(self, transport) -> None:
+        # Counted at accept: past the front's or the peer's connection cap it is reset at once, never left
+        # in the backlog or holding a descriptor (aiohttp never sees it: no _manager, no task).
+        budget: Budget = self._manager.budget
+        peer = peer_of(transport)
+        if not budget.admit(peer):
+            self._manager = None
+            reset_on_close(transport)
+            transport.abort()
+            return
+        self._peer, self._budget = peer, budget
+        super().connection_made(transport)
+
+    def connection_lost(self, exc) -> None:
+        if self._peer is not None:
+            self._budget.leave(self._peer)
+            self._peer = None
+        super().connection_lost(exc)
+
     def handle_error(self, request, status=500, exc=None, message=None):
         if request.writer.output_size > 0:
             raise ConnectionError("response already sent")
@@ -346,11 +375,12 @@ class HttpFront:
         self.upstream = upstream
         self.admin_key = admin_key
         self.ready = ready  # () -> str | None: why the edge is not ready
+        self.budget = Budget()
 
     def server(self) -> web.Server:
         # The keep-alive timer runs from connection start and from each response until the next request's
         # headers are complete: aiohttp closes the connection if they are not, which is the header timeout.
-        return _EdgeServer(
+        server = _EdgeServer(
             self.handle,
             keepalive_timeout=limits.HEADER_TIMEOUT_S,
             lingering_time=0,  # a refused upload's rest is not waited for
@@ -361,6 +391,8 @@ class HttpFront:
             access_log=None,
             handler_cancellation=True,
         )
+        server.budget = self.budget
+        return server
 
     def admitted(self, request: web.Request) -> bool:
         if self.admin_key is None:
@@ -369,17 +401,22 @@ class HttpFront:
         return hmac.compare_digest(sent.encode(), self.admin_key.encode())
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        holding = Holding(self.budget, peer_key(request.remote))
         try:
-            response = await self._handle(request)
+            response = await self._handle(request, holding)
         except Refused as refusal:
             response = error_response(refusal)
-            if refusal.status in (408, 413, 415):
+            if refusal.status in (408, 413, 415, 429, 503):
                 # The rest of an unread body is not worth reading: answer, then close the connection.
                 response.force_close()
+            if getattr(refusal, "retry_after", None):
+                response.headers["Retry-After"] = str(refusal.retry_after)
+        finally:
+            holding.release()
         response.headers["Server"] = SERVER_NAME
         return response
 
-    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest, holding: Holding) -> web.StreamResponse:
         target = request.raw_path
         if "?" in target or "#" in target:
             raise not_found("not found")
@@ -397,10 +434,10 @@ class HttpFront:
         if chosen.name in ("live", "ready", "model_ready"):
             return await self._health(chosen.name, parts)
         if chosen.name == "infer":
-            return await self._infer(request, parts)
+            return await self._infer(request, parts, holding)
         body = b""
         if request.method == "POST":
-            raw = await decoded_body(request, limits.MAX_CONTROL_BODY_BYTES)
+            raw = await decoded_body(request, limits.MAX_CONTROL_BODY_BYTES, holding)
             body = wire_json.encode(wire_json.parse(raw)) if raw else b""
         headers = {"Content-Type": "application/json"} if body else {}
         if chosen.admin:
@@ -420,8 +457,8 @@ class HttpFront:
         path = "/v2/health/ready" if name == "ready" else _canonical_model(parts) + "/ready"
         return await self._forward("GET", path, b"", {}, None)
 
-    async def _infer(self, request: web.BaseRequest, parts: dict) -> web.Response:
-        body = await decoded_body(request, limits.MAX_REQUEST_BYTES)
+    async def _infer(self, request: web.BaseRequest, parts: dict, holding: Holding) -> web.Response:
+        body = await decoded_body(request, limits.MAX_REQUEST_BYTES, holding)
         header_length = request.headers.get(HEADER_LENGTH)
         model, version = parts["model"], parts.get("version", "")
         if len(body) > limits.JSON_INLINE_BYTES:
@@ -444,7 +481,7 @@ class HttpFront:
             if model is not None:
                 self.upstream.record(model, False)
             log.warning("upstream %s %s failed: %s", method, path, type(error).__name__)
-            return web.json_response({"error": "the inference server is not reachable right now"}, status=503)
+            return web.json_response({"error": UNREACHABLE}, status=503)
         if model is not None:
             self.upstream.record(model, answer.status < 500)
         forwarded = {
@@ -473,4 +510,4 @@ async def metrics_handler(upstream: Upstream, request: web.BaseRequest) -> web.S
                 },
             )
     except (OSError, asyncio.TimeoutError, Exception):  # noqa: BLE001
-        return web.Response(status=503, text="the inference server is not reachable right now\n")
+        return web.Response(status=503, text=UNREACHABLE + "\n")

@@ -36,12 +36,37 @@ UPSTREAM_TIMEOUT_S = 60.0
 # Decompressing a request body: bounded in output (MAX_REQUEST_BYTES) and in time, in a worker thread.
 DECOMPRESS_TIMEOUT_S = 2.0
 
-# Connections and requests in flight: beyond these, new connections wait in the kernel's backlog and new
-# gRPC calls are answered RESOURCE_EXHAUSTED instead of growing memory without bound.
+# Time budgets no keepalive or PING renews (the compiled gRPC front): a connection that sends no request
+# within the handshake time is closed; one without a call for the idle time is told GOAWAY and closed; an
+# answer the client has not read within the answer time ends its stream (RST_STREAM CANCEL) and frees its
+# slot, and a connection whose socket takes nothing we send for that long is closed.
+HANDSHAKE_TIMEOUT_S = 5.0
+IDLE_TIMEOUT_S = 30.0
+ANSWER_TIMEOUT_S = 10.0
+
+# Connections, per front and per peer address (IPv6: its /64), counted at accept: past either cap a
+# connection is accepted and closed at once (never left in the backlog, never near the descriptor limit).
 MAX_HTTP_CONNECTIONS = 1024
+MAX_GRPC_CONNECTIONS = 1024
+MAX_CONNECTIONS_PER_PEER = 128
+# Calls in flight: beyond these a gRPC call is answered RESOURCE_EXHAUSTED at once (policy.CONCURRENT_REFUSAL,
+# policy.PEER_CALLS_REFUSAL) instead of waiting or growing memory.
 MAX_GRPC_CONCURRENT_RPCS = 512
+MAX_GRPC_CONCURRENT_RPCS_PER_PEER = 128
 MAX_GRPC_STREAMS_PER_CONNECTION = 64
 MAX_GRPC_METADATA_BYTES = 16 * 1024
+
+# Memory: the bytes each front holds for its clients (requests being received or inflated, answers not yet
+# sent), in all and per peer; the compiled gRPC front also per connection (an HTTP/1.1 connection carries
+# one request at a time). Past a budget a request is refused at once: HTTP 503 (the front's) or 429 (the
+# peer's) with Retry-After, gRPC RESOURCE_EXHAUSTED (policy.BUSY_REFUSAL). Sized for a 2-core / 4 GiB
+# container: both fronts at their budgets leave tritonserver about 3 GiB.
+BUFFER_BYTES = 512 * 1024 * 1024
+BUFFER_BYTES_PER_PEER = 160 * 1024 * 1024
+GRPC_BUFFER_BYTES_PER_CONNECTION = 96 * 1024 * 1024
+RETRY_AFTER_S = 1
+# Compressed gRPC messages waiting for or in the inflater's thread (never the front's loop); more: refused.
+GRPC_INFLATE_PENDING = 2
 
 # Model health: every model is probed this often through the private socket; a model that fails this many
 # probes in a row (a dead Python stub, a model that stopped answering) makes the edge report not ready and

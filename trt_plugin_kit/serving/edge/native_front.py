@@ -20,9 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from trt_plugin_kit.interface import GRPC_ADMIN_HEADER, REPO_ROOT
-from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge import limits, policy
 from trt_plugin_kit.serving.edge.contract import NATIVE_GRPC_ENV
-from trt_plugin_kit.serving.edge.grpc_front import _CONTENTS, CONCURRENT_REFUSAL, SERVICE, UNREACHABLE
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
@@ -69,11 +68,23 @@ def configuration(
         "max_grpc_concurrent_rpcs": limits.MAX_GRPC_CONCURRENT_RPCS,
         "max_grpc_streams_per_connection": limits.MAX_GRPC_STREAMS_PER_CONNECTION,
         "max_grpc_metadata_bytes": limits.MAX_GRPC_METADATA_BYTES,
+        "answer_timeout_ms": int(limits.ANSWER_TIMEOUT_S * 1000),
+        "handshake_timeout_ms": int(limits.HANDSHAKE_TIMEOUT_S * 1000),
+        "idle_timeout_ms": int(limits.IDLE_TIMEOUT_S * 1000),
+        "max_grpc_concurrent_rpcs_per_peer": limits.MAX_GRPC_CONCURRENT_RPCS_PER_PEER,
+        "max_grpc_connections": limits.MAX_GRPC_CONNECTIONS,
+        "max_grpc_connections_per_peer": limits.MAX_CONNECTIONS_PER_PEER,
+        "grpc_buffer_bytes": limits.BUFFER_BYTES,
+        "grpc_buffer_bytes_per_connection": limits.GRPC_BUFFER_BYTES_PER_CONNECTION,
+        "grpc_buffer_bytes_per_peer": limits.BUFFER_BYTES_PER_PEER,
+        "grpc_inflate_pending": limits.GRPC_INFLATE_PENDING,
     }
     lines = [f"limit {key} {value}" for key, value in numbers.items()]
     lines += [f"name_pattern {NAME.pattern}", f"version_pattern {VERSION.pattern}"]
     lines += [f"datatype {name} {size or 0}" for name, size in DATATYPE_BYTES.items()]
-    lines += [f"contents {name} {field} {np.dtype(kind).name}" for name, (field, kind) in _CONTENTS.items()]
+    lines += [
+        f"contents {name} {field} {np.dtype(kind).name}" for name, (field, kind) in policy.CONTENTS.items()
+    ]
     for where, allowed in (
         ("request", REQUEST_PARAMETERS),
         ("input", SHM_PARAMETERS),
@@ -82,13 +93,16 @@ def configuration(
         lines += [f"parameter {where} {key} {kind.__name__}" for key, kind in allowed.items()]
     lines += [f"relay_method {method}" for method in relayed]
     lines += [
-        f"service {SERVICE}",
+        f"service {policy.SERVICE}",
         f"listen {listen}",
         f"upstream {upstream}",
         f"relay {relay}",
         f"admin_header {GRPC_ADMIN_HEADER}",
-        f"unreachable {UNREACHABLE}",
-        f"concurrent_refusal {CONCURRENT_REFUSAL}",
+        f"unreachable {policy.UNREACHABLE}",
+        f"concurrent_refusal {policy.CONCURRENT_REFUSAL}",
+        f"peer_calls_refusal {policy.PEER_CALLS_REFUSAL}",
+        f"busy_refusal {policy.BUSY_REFUSAL}",
+        f"compression_refusal {policy.COMPRESSION_REFUSAL}",
     ]
     if tls:
         lines += [

@@ -104,7 +104,10 @@ class ModelInterface:
 
 
 @dataclass
-class InputTensor:
+class ParsedInput:
+    """One input as the edge parsed it from the wire: its bytes, checked and re-encoded for tritonserver (the
+    clients' request input, NumPy data, is trt_plugin_kit.tritonserver.protocol.InputTensor)."""
+
     name: str
     datatype: str
     shape: list[int]
@@ -113,7 +116,9 @@ class InputTensor:
 
 
 @dataclass
-class OutputRequest:
+class ParsedOutput:
+    """One requested output as the edge parsed it (the clients' is trt_plugin_kit.tritonserver.protocol's)."""
+
     name: str
     parameters: dict = field(default_factory=dict)
 
@@ -123,8 +128,8 @@ class InferRequest:
     model: str
     version: str = ""
     id: str = ""
-    inputs: list[InputTensor] = field(default_factory=list)
-    outputs: list[OutputRequest] = field(default_factory=list)
+    inputs: list[ParsedInput] = field(default_factory=list)
+    outputs: list[ParsedOutput] = field(default_factory=list)
     parameters: dict = field(default_factory=dict)
 
 
@@ -276,5 +281,5 @@ def probe_request(model: ModelInterface) -> InferRequest:
         elements = math.prod(shape)
         item = DATATYPE_BYTES[spec.datatype]
         raw = serialize_bytes_elements([b""] * elements) if item is None else bytes(elements * item)
-        inputs.append(InputTensor(spec.name, spec.datatype, shape, raw))
+        inputs.append(ParsedInput(spec.name, spec.datatype, shape, raw))
     return InferRequest(model=model.name, inputs=inputs)

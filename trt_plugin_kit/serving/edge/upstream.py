@@ -40,6 +40,7 @@ class Upstream:
         self.http = UpstreamHTTP(self.paths["http"])
         self._failures: dict[str, int] = {}
         self._probing: set[str] = set()
+        self.slow: dict[str, str] = {}  # model -> what its last probe found: busy, not down
         self.on_model_down = None  # callback(model, reason), set by the edge
 
     @property
@@ -104,7 +105,10 @@ class Upstream:
     # -- health ---------------------------------------------------------------------------------------
     # Passive first: a model's requests are watched as they are answered; only after failures that are not
     # the model's own refusals (5xx, timeouts, a dropped connection) is it probed, and after
-    # limits.HEALTH_FAILURES failed probes in a row it is reported down.
+    # limits.HEALTH_FAILURES failed probes in a row it is reported down. A probe is not a client's request:
+    # it has its own connection, and one that times out behind client work is judged by the model's progress
+    # (tritonserver's statistics, which no model queue holds up): a model that completed requests while the
+    # probe waited is slow, reported as such, and never restarted (a pipeline flood restarted every model).
 
     def record(self, model: str, ok: bool) -> None:
         if ok:
@@ -133,12 +137,43 @@ class Upstream:
         except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as error:
             return f"did not answer ({type(error).__name__})"
 
+    async def completed(self, model: str) -> int | None:
+        """How many requests `model` has completed (succeeded or failed), from tritonserver's statistics;
+        None when they cannot be read."""
+        try:
+            async with self.session.get(
+                f"http://triton/v2/models/{model}/stats",
+                headers=self.admin_headers,
+                timeout=aiohttp.ClientTimeout(total=limits.HEALTH_PROBE_TIMEOUT_S),
+            ) as response:
+                if response.status != 200:
+                    return None
+                stats = (await response.json()).get("model_stats", [])
+            return sum(
+                entry["inference_stats"]["success"]["count"] + entry["inference_stats"]["fail"]["count"]
+                for entry in stats
+            )
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError, KeyError, TypeError, ValueError):
+            return None
+
     async def _probe_until_decided(self, model: str) -> None:
         try:
             failures = 0
+            # Progress is counted from the first probe on: over every probe of this decision, not one.
+            before = await self.completed(model)
             while failures < limits.HEALTH_FAILURES:
                 reason = await self.probe(model)
                 if reason is None:
+                    self._failures[model] = 0
+                    self.slow.pop(model, None)
+                    return
+                after = await self.completed(model) if reason.startswith("did not answer") else None
+                if before is not None and after is not None and after > before:
+                    self.slow[model] = (
+                        f"its probe waited {limits.HEALTH_PROBE_TIMEOUT_S:g} s in vain while it completed "
+                        f"{after - before} requests"
+                    )
+                    log.warning("model %s is slow, not down: %s", model, self.slow[model])
                     self._failures[model] = 0
                     return
                 failures += 1

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <istream>
 #include <map>
 #include <memory>
 #include <regex>
@@ -46,7 +47,9 @@ struct Config
     // "request" / "input" / "output" -> parameter name -> "bool" / "int" / "str"
     std::map<std::string, std::map<std::string, std::string>> parameters;
     std::set<std::string> relayed;  // methods the Python front answers
-    std::string service, listen, upstream, relay, adminHeader, unreachable, concurrentRefusal;
+    std::string service, listen, upstream, relay, adminHeader, unreachable;
+    // What a client is told past a budget (edge/limits.py words them, for both fronts).
+    std::string concurrentRefusal, peerCallsRefusal, busyRefusal, compressionRefusal;
     std::string tlsCert, tlsKey, tlsRoot;
     bool tls = false, tlsMutual = false;
 
@@ -63,6 +66,13 @@ extern std::shared_ptr<const Models> gModels;  // swapped whole (std::atomic_loa
 
 // A line on stdout for the Python edge ("listening PORT", "fail MODEL", "error WHY").
 void say(const std::string& line);
+
+// stdin's blocks (config.cc): "key value" lines until "end" (false: the input ended first); the
+// configuration block into gConfig; a model block as the Models it replaces all with.
+using Lines = std::vector<std::pair<std::string, std::string>>;
+bool readBlock(std::istream& in, Lines& lines);
+void configure(const Lines& lines);
+std::shared_ptr<const Models> readModels(const Lines& lines);
 
 // ---------------------------------------------------------------------------------------------- refusals
 

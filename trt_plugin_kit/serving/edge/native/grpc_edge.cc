@@ -13,17 +13,20 @@
 //
 // The transport is nghttp2 (HTTP/2 framing, HPACK, flow control) on plain sockets, with gRPC's own layer
 // written here: the 5-byte message prefix (its length judged before the message is buffered), trailers,
-// grpc-timeout, gzip/deflate inflated only up to the message limit. One thread and one epoll set serve the
-// public port and the connections to tritonserver and the Python front; the frames of all calls ready in one
-// turn share a write. gRPC C++ (1.51) in the same place cost twice the CPU per call
-// (records/edge/edge-overhead.md).
+// grpc-timeout, gzip/deflate inflated on a thread of its own (ModelInfer only) up to the message limit. One
+// thread and one epoll set serve the public port and the connections to tritonserver and the Python front;
+// the frames of all calls ready in one turn share a write. gRPC C++ (1.51) in the same place cost twice the
+// CPU per call (records/edge/edge-overhead.md).
 //
-// Limits (edge/limits.py): streams per connection and header-list size announced in SETTINGS and enforced
-// (metadata over the limit: RESOURCE_EXHAUSTED); calls in flight; a connection that completes no preface (or
-// TLS handshake) within the header timeout is closed; a request not received within the body timeout is
-// refused DEADLINE_EXCEEDED; a connection whose answers are not being read is not read from either, and is
-// closed once they have not moved for the body timeout. A client's deadline or departure never cancels
-// tritonserver's call (Triton 2.51 dies of that: grpc_transport.cc, Downstream::detach).
+// Budgets (edge/limits.py; docs/SECURITY.md), none of which a client renews (PINGs and keepalives count for
+// nothing): connections per front and per peer, counted at accept (past a cap: accepted and reset); streams
+// per connection and header-list size announced in SETTINGS and enforced; calls in flight per front and per
+// peer; bytes held for clients (messages, inflated output, answers) per front, connection and peer, refused
+// RESOURCE_EXHAUSTED at once past them; a connection that sends no request within the handshake timeout is
+// closed, one idle for the idle timeout told GOAWAY; a request not received within the body timeout is
+// refused DEADLINE_EXCEEDED; an answer not read within the answer timeout has its stream reset, and a socket
+// that takes nothing for as long ends its connection. A client's deadline or departure never cancels
+// tritonserver's call (Triton 2.51 dies of that: downstream.cc, Downstream::detach).
 //
 // ModelInferRequest is parsed by hand (protobuf's wire format) rather than through code generated from
 // tritonclient's descriptors: it is the one message this program reads or writes, its tensors stay views of
@@ -38,130 +41,9 @@
 
 #include <csignal>
 #include <iostream>
-#include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "edge.h"
-
-namespace edge
-{
-
-Config gConfig;
-std::shared_ptr<const Models> gModels = std::make_shared<Models>();
-std::mutex gStdoutLock;
-
-void say(const std::string& line)
-{
-    std::lock_guard<std::mutex> hold(gStdoutLock);
-    std::string text = line + "\n";
-    ssize_t ignored = write(STDOUT_FILENO, text.data(), text.size());
-    (void)ignored;
-}
-
-namespace
-{
-
-// ---------------------------------------------------------------------------------------------- stdin
-
-// "key value" lines until "end"; value is the rest of the line.
-bool readBlock(std::vector<std::pair<std::string, std::string>>& lines)
-{
-    std::string line;
-    while (std::getline(std::cin, line))
-    {
-        if (line == "end") return true;
-        auto space = line.find(' ');
-        lines.emplace_back(line.substr(0, space), space == std::string::npos ? "" : line.substr(space + 1));
-    }
-    return false;
-}
-
-std::vector<std::string> words(const std::string& text)
-{
-    std::istringstream in(text);
-    std::vector<std::string> out;
-    for (std::string w; in >> w;) out.push_back(w);
-    return out;
-}
-
-void configure(const std::vector<std::pair<std::string, std::string>>& lines)
-{
-    for (const auto& [key, value] : lines)
-    {
-        std::vector<std::string> w = words(value);
-        if (key == "limit")
-            gConfig.limit[w.at(0)] = std::stoll(w.at(1));
-        else if (key == "name_pattern")
-            gConfig.name = std::regex(value, std::regex::ECMAScript | std::regex::optimize);
-        else if (key == "version_pattern")
-            gConfig.version = std::regex(value, std::regex::ECMAScript | std::regex::optimize);
-        else if (key == "datatype")
-            gConfig.datatypeBytes[w.at(0)] = std::stoi(w.at(1));
-        else if (key == "contents")
-            gConfig.contents[w.at(0)] = {w.at(1), w.at(2)};
-        else if (key == "parameter")
-            gConfig.parameters[w.at(0)][w.at(1)] = w.at(2);
-        else if (key == "relay_method")
-            gConfig.relayed.insert(value);
-        else if (key == "service")
-            gConfig.service = value;
-        else if (key == "listen")
-            gConfig.listen = value;
-        else if (key == "upstream")
-            gConfig.upstream = value;
-        else if (key == "relay")
-            gConfig.relay = value;
-        else if (key == "admin_header")
-            gConfig.adminHeader = value;
-        else if (key == "unreachable")
-            gConfig.unreachable = value;
-        else if (key == "concurrent_refusal")
-            gConfig.concurrentRefusal = value;
-        else if (key == "tls_cert")
-            gConfig.tls = true, gConfig.tlsCert = value;
-        else if (key == "tls_key")
-            gConfig.tlsKey = value;
-        else if (key == "tls_root")
-            gConfig.tlsRoot = value;
-        else if (key == "tls_mutual")
-            gConfig.tlsMutual = value == "1";
-        else
-            throw std::runtime_error("unknown configuration line " + key);
-    }
-}
-
-// "model NAME MAX_BATCH VERSION..." / "input NAME DATATYPE DIM..." / "output NAME", the block replacing all.
-std::shared_ptr<const Models> readModels(const std::vector<std::pair<std::string, std::string>>& lines)
-{
-    auto models = std::make_shared<Models>();
-    Model* current = nullptr;
-    for (const auto& [key, value] : lines)
-    {
-        std::vector<std::string> w = words(value);
-        if (key == "model")
-        {
-            current = &(*models)[w.at(0)];
-            current->name = w.at(0);
-            current->maxBatchSize = std::stoll(w.at(1));
-            current->versions.insert(w.begin() + 2, w.end());
-        }
-        else if (key == "input" && current)
-        {
-            TensorSpec& spec = current->inputs[w.at(0)];
-            spec.datatype = w.at(1);
-            for (size_t i = 2; i < w.size(); ++i) spec.dims.push_back(std::stoll(w[i]));
-        }
-        else if (key == "output" && current)
-            current->outputs.insert(w.at(0));
-        else
-            throw std::runtime_error("unknown model line " + key);
-    }
-    return models;
-}
-
-}  // namespace
-}  // namespace edge
 
 int main()
 {
@@ -171,13 +53,32 @@ int main()
     std::vector<std::pair<std::string, std::string>> lines;
     try
     {
-        if (!readBlock(lines)) throw std::runtime_error("the configuration ended early");
+        if (!readBlock(std::cin, lines)) throw std::runtime_error("the configuration ended early");
         configure(lines);
-        for (const char* key :
-             {"max_request_bytes", "max_grpc_message_bytes", "max_dimension", "max_inputs", "max_outputs",
-              "max_id_length", "max_parameters", "max_shape_dims", "upstream_timeout_ms",
-              "max_grpc_concurrent_rpcs", "max_grpc_streams_per_connection", "max_grpc_metadata_bytes",
-              "header_timeout_ms", "body_timeout_ms"})
+        for (const char* key : {"max_request_bytes",
+                                "max_grpc_message_bytes",
+                                "max_dimension",
+                                "max_inputs",
+                                "max_outputs",
+                                "max_id_length",
+                                "max_parameters",
+                                "max_shape_dims",
+                                "upstream_timeout_ms",
+                                "max_grpc_concurrent_rpcs",
+                                "max_grpc_streams_per_connection",
+                                "max_grpc_metadata_bytes",
+                                "header_timeout_ms",
+                                "body_timeout_ms",
+                                "answer_timeout_ms",
+                                "handshake_timeout_ms",
+                                "idle_timeout_ms",
+                                "max_grpc_concurrent_rpcs_per_peer",
+                                "max_grpc_connections",
+                                "max_grpc_connections_per_peer",
+                                "grpc_buffer_bytes",
+                                "grpc_buffer_bytes_per_connection",
+                                "grpc_buffer_bytes_per_peer",
+                                "grpc_inflate_pending"})
             gConfig.L(key);
         int port = 0;
         openPublicPort(port);
@@ -195,7 +96,7 @@ int main()
         for (;;)
         {
             lines.clear();
-            if (!readBlock(lines)) break;
+            if (!readBlock(std::cin, lines)) break;
             std::atomic_store(&gModels, readModels(lines));
         }
     }

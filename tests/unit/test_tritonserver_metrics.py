@@ -1,8 +1,8 @@
-"""The one reader of Triton's Prometheus metrics (trt_plugin_kit.triton.metrics), on Triton's text format."""
+"""The one reader of Triton's Prometheus metrics (trt_plugin_kit.tritonserver.metrics), on its text format."""
 
 from __future__ import annotations
 
-from trt_plugin_kit.triton import metrics
+from trt_plugin_kit.tritonserver import metrics
 
 TEXT = """\
 # HELP nv_inference_request_success Number of successful inference requests, all batch sizes

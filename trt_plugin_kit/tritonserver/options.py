@@ -1,8 +1,8 @@
 """One vocabulary of command-line options for every tool that talks to Triton.
 
-`scripts/serve.py`, `python -m clients`, `python -m loadtests`, `python -m loadtests.soak` and the Locust file
-define their shared options through the functions below, so that one thing has one flag, one meaning and one
-environment variable everywhere (a flag wins over its variable):
+`trt-plugin-kit serve`, `python -m clients`, `python -m loadtests`, `python -m loadtests.soak` and the Locust
+file define their shared options through the functions below, so that one thing has one flag, one meaning and
+one environment variable everywhere (a flag wins over its variable):
 
     --host                      TRITON_HOST          server address (serve.py: the address to bind)
     --http-port / --grpc-port   TRITON_HTTP_PORT / TRITON_GRPC_PORT
@@ -24,7 +24,7 @@ import argparse
 import math
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -443,3 +443,29 @@ def run_reporting_input_errors(command: Callable[[list[str] | None], int], argv:
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+# Options whose value may start with "-" (a range such as -1:1), which argparse before Python 3.13 reads as a
+# flag ("expected one argument") unless written --range=-1:1.
+RANGE_FLAGS = ("--range", "--model-range")
+
+
+def join_negative_values(argv: Sequence[str], flags: Sequence[str] = RANGE_FLAGS) -> list[str]:
+    """argv with `--range -1:1` written as `--range=-1:1`, which every argparse reads as the value."""
+    joined, i = [], 0
+    while i < len(argv):
+        if (
+            argv[i] in flags
+            and i + 1 < len(argv)
+            and argv[i + 1].startswith("-")
+            and argv[i + 1][1:2].isdigit()
+        ):
+            joined.append(f"{argv[i]}={argv[i + 1]}")
+            i += 2
+            continue
+        if argv[i] == "--":  # what follows is not ours
+            joined += argv[i:]
+            break
+        joined.append(argv[i])
+        i += 1
+    return joined

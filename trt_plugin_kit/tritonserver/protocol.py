@@ -9,6 +9,7 @@ gevent before any gRPC channel exists.
 
 from __future__ import annotations
 
+import difflib
 import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -17,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from trt_plugin_kit.triton.options import DEFAULT_PORTS, PORT_FLAGS, ServerLocation, format_address
+from trt_plugin_kit.interface import MODEL_NAMES, repository_models
+from trt_plugin_kit.tritonserver.options import DEFAULT_PORTS, PORT_FLAGS, ServerLocation, format_address
 
 PROTOCOL_NAMES = {"http": "HTTP", "grpc": "gRPC"}
 
@@ -209,6 +211,26 @@ class NotReady(Exception):
         self.waited_out = waited_out  # True: nothing answered in time (False: a mix-up, or the server exited)
 
 
+class ModelsNotServed(NotReady):
+    """The server is ready but a model asked for is not: with strict readiness (every server of the kit) it
+    is not served there, which waiting does not change."""
+
+
+def candidate_models() -> list[str]:
+    """Names a server of the kit may serve: the kit's models and this checkout's model_repository/ folders
+    (models of yours); the administrative index that would list them all needs the admin key."""
+    return list(dict.fromkeys([*MODEL_NAMES, *repository_models()]))
+
+
+def unknown_model_hint(model: str, ready: Sequence[str]) -> str:
+    """What to say of a model the server does not serve: the closest ready name first (a typo), then all."""
+    close = difflib.get_close_matches(model, list(ready), n=1, cutoff=0.6)
+    listed = ", ".join(ready) or "none"
+    return (f"did you mean '{close[0]}'? " if close else "") + (
+        f"models ready there (of the kit's and this checkout's model_repository/): {listed}"
+    )
+
+
 def _check_ready(location: ServerLocation, protocol: str, models: Sequence[str]) -> tuple[str | None, dict]:
     """(problem or None, server metadata) for one protocol; raises when the server does not answer."""
     module = client_module(protocol)
@@ -224,7 +246,13 @@ def _check_ready(location: ServerLocation, protocol: str, models: Sequence[str])
             return f"{PROTOCOL_NAMES[protocol]}: server not ready", {}
         not_ready = [m for m in models if not client.is_model_ready(m, **timeout)]
         if not_ready:
-            return f"{PROTOCOL_NAMES[protocol]}: models not ready: {', '.join(not_ready)}", {}
+            ready = [
+                m for m in candidate_models() if m not in not_ready and client.is_model_ready(m, **timeout)
+            ]
+            raise ModelsNotServed(
+                f"Triton at {location.describe()} is ready but does not serve "
+                f"{', '.join(repr(m) for m in not_ready)}; {unknown_model_hint(not_ready[0], ready)}"
+            )
         metadata = client.get_server_metadata(**({"as_json": True} if protocol == "grpc" else {}))
         return None, dict(metadata)
     finally:
@@ -254,6 +282,8 @@ def wait_until_ready(
         for protocol in protocols:
             try:
                 found, answer = _check_ready(location, protocol, models)
+            except ModelsNotServed:
+                raise
             except Exception as error:  # noqa: BLE001 - any failure means "not up yet"; reported if it lasts
                 mixup = wrong_protocol_message(
                     protocol, location.host, location.port(protocol), fixed_ports=len(protocols) > 1

@@ -1,0 +1,594 @@
+"""Issue 39: every resource the compiled gRPC front holds for a client has a budget the client cannot renew.
+
+Each test is one observation of the issue's table, judged by outcome: an honest client (127.0.0.1) keeps
+being answered within 2 s while an attacker (127.0.0.2, another peer: loopback answers all of 127/8) does
+what the table says; the front's memory stays bounded and it is never restarted. The front runs alone here,
+its upstream a real gRPC server standing where tritonserver's socket is (:class:`Answerer`, answering every
+ModelInfer with ``answer_bytes`` bytes), with its time budgets shortened so that each test takes seconds; the
+budgets' defaults are edge/limits.py's (docs/SECURITY.md). The same attacks through the whole server, and
+the HTTP front's budgets, are in test_edge_attacks.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import socket
+import struct
+import subprocess
+import threading
+import time
+import urllib.parse
+from concurrent import futures
+from pathlib import Path
+
+import grpc
+import hpack
+import pytest
+from tritonclient.grpc import service_pb2 as pb
+
+from trt_plugin_kit.serving.edge import limits, policy
+from trt_plugin_kit.serving.edge.native_front import BINARY_NAME, configuration, models_block, native_binary
+from trt_plugin_kit.serving.edge.policy import SERVICE
+from trt_plugin_kit.serving.edge.tensors import ModelInterface, TensorSpec
+from trt_plugin_kit.serving.host import free_port
+
+BINARY = native_binary()
+NOT_BUILT = f"{BINARY_NAME} is not built (make edge-native; needs libnghttp2-dev, libssl-dev and zlib1g-dev)"
+MODELS = {
+    "l2norm": ModelInterface(
+        "l2norm", 64, {"vector": TensorSpec("vector", "FP32", (-1,))}, frozenset({"normalized"})
+    ),
+}
+ATTACKER = "127.0.0.2"
+HONEST_WITHIN_S = 2.0
+# Shortened so that a test waits seconds, not the defaults' tens of seconds.
+SHORT = {"answer_timeout_ms": 2000, "handshake_timeout_ms": 1000, "idle_timeout_ms": 3000}
+
+
+def honest_request() -> bytes:
+    message = pb.ModelInferRequest(model_name="l2norm")
+    message.inputs.add(name="vector", datatype="FP32", shape=[1, 2])
+    message.raw_input_contents.append(struct.pack("<2f", 3.0, 4.0))
+    return message.SerializeToString()
+
+
+class Answerer:
+    """Stands where tritonserver's gRPC socket is: every ModelInfer answered with `answer_bytes` bytes."""
+
+    def __init__(self, address: str):
+        self.answer_bytes = 0
+        self.received = 0
+        self.server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers=8), options=[("grpc.max_send_message_length", -1)]
+        )
+
+        def model_infer(_raw: bytes, _context) -> bytes:
+            self.received += 1
+            return bytes(self.answer_bytes)
+
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE, {"ModelInfer": grpc.unary_unary_rpc_method_handler(model_infer)}
+        )
+        self.server.add_generic_rpc_handlers((handler,))
+        assert self.server.add_insecure_port(address)
+        self.server.start()
+
+
+class Front:
+    def __init__(self, process: subprocess.Popen, address: str, answerer: Answerer):
+        self.process, self.address, self.answerer = process, address, answerer
+
+    @property
+    def host_port(self) -> tuple[str, int]:
+        host, _, port = self.address.rpartition(":")
+        return host, int(port)
+
+    def rss(self) -> int:
+        for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+        raise AssertionError("no VmRSS")
+
+    def descriptors(self) -> int:
+        return len(list(Path(f"/proc/{self.process.pid}/fd").iterdir()))
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / 100  # utime + stime, in clock ticks of 10 ms
+
+    def assert_running(self) -> None:
+        assert self.process.poll() is None, f"the front exited with {self.process.returncode}"
+
+
+@pytest.fixture(scope="module")
+def front(tmp_path_factory):
+    if BINARY is None:
+        pytest.skip(NOT_BUILT)
+    folder = tmp_path_factory.mktemp("budgets")
+    answerer = Answerer(f"unix:{folder}/grpc")
+    address = f"127.0.0.1:{free_port()}"
+    relayed = ["ModelMetadata", "ServerLive"]  # nothing listens there: they are refused before it matters
+    config = configuration(address, f"unix:{folder}/grpc", f"unix:{folder}/none", relayed)
+    config = config.replace("\nend\n", "".join(f"\nlimit {k} {v}" for k, v in SHORT.items()) + "\nend\n")
+    process = subprocess.Popen(
+        [str(BINARY)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+    )
+    process.stdin.write(config + models_block(MODELS))
+    process.stdin.flush()
+    assert process.stdout.readline().startswith("listening "), "the front did not start"
+    try:
+        yield Front(process, address, answerer)
+    finally:
+        process.stdin.close()
+        assert process.wait(timeout=10) == 0
+        answerer.server.stop(None)
+
+
+class Honest:
+    """A client calling ModelInfer every 50 ms in a thread; each answer's time and status kept."""
+
+    def __init__(self, front: Front):
+        self.front = front
+        self.results: list[tuple[float, str]] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with grpc.insecure_channel(self.front.address) as channel:
+            call = channel.unary_unary(f"/{SERVICE}/ModelInfer")
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    call(honest_request(), timeout=10)
+                    status = "OK"
+                except grpc.RpcError as error:
+                    status = f"{error.code().name}: {error.details()}"
+                self.results.append((time.monotonic() - started, status))
+                time.sleep(0.05)
+
+    def __enter__(self) -> Honest:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.stop.set()
+        self.thread.join(timeout=15)
+        failed = [status for _, status in self.results if status != "OK"]
+        assert self.results and not failed, failed[:3]
+        slowest = max(seconds for seconds, _ in self.results)
+        assert slowest < HONEST_WITHIN_S, f"an honest call took {slowest:.2f} s"
+
+
+# ------------------------------------------------------------------------------------------ raw HTTP/2
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0, 1, 3, 4, 6, 7
+END_STREAM, END_HEADERS, ACK = 0x1, 0x4, 0x1
+INITIAL_WINDOW_SIZE = 0x4
+
+
+def frame(kind: int, flags: int, stream: int, payload: bytes = b"") -> bytes:
+    return struct.pack(">I", len(payload))[1:] + bytes([kind, flags]) + struct.pack(">I", stream) + payload
+
+
+def request_frames(stream: int, message: bytes, method: str = "ModelInfer", end: bool = True) -> bytes:
+    block = hpack.Encoder().encode(
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", f"/{SERVICE}/{method}"),
+            (":authority", "edge"),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+        ]
+    )
+    body = b"\x00" + struct.pack(">I", len(message)) + message
+    return frame(HEADERS, END_HEADERS, stream, block) + frame(DATA, END_STREAM if end else 0, stream, body)
+
+
+def attacker_socket(front: Front) -> socket.socket:
+    connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    connection.bind((ATTACKER, 0))
+    connection.settimeout(5)
+    connection.connect(front.host_port)
+    return connection
+
+
+def read_frames(connection: socket.socket, seen: dict, stop: threading.Event) -> None:
+    """Reads and counts frames by type until the connection ends: seen[type] += 1, seen['closed']."""
+    buffer = b""
+    connection.settimeout(0.5)
+    while not stop.is_set():
+        try:
+            chunk = connection.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            chunk = b""
+        if not chunk:
+            seen["closed"] = seen.get("closed", 0) + 1
+            return
+        buffer += chunk
+        while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+            length, kind = int.from_bytes(buffer[:3], "big"), buffer[3]
+            seen[kind] = seen.get(kind, 0) + 1
+            buffer = buffer[9 + length :]
+
+
+# ------------------------------------------------------------------------------------------ the tests
+
+
+def test_a_hundred_thousand_parameters_are_refused_in_linear_time(front):
+    """Observed: 100,000 distinct request parameters kept the front's only thread busy 18.9 s."""
+    message = pb.ModelInferRequest.FromString(honest_request())
+    for index in range(200_000):
+        message.parameters[f"p{index}"].int64_param = index
+    raw = message.SerializeToString()
+    with Honest(front), grpc.insecure_channel(front.address) as channel:
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as caught:
+            channel.unary_unary(f"/{SERVICE}/ModelInfer")(raw, timeout=30)
+        took = time.monotonic() - started
+    assert caught.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert caught.value.details() == f"the request: at most {limits.MAX_PARAMETERS} parameters"
+    assert took < 1.0, f"{len(raw)} bytes of parameters took {took:.2f} s"
+    front.assert_running()
+
+
+def test_zero_window_calls_do_not_hold_the_slots_whatever_pings_arrive(front):
+    """Observed: 8 connections of 64 calls with a zero flow-control window, and a PING every 5 s, held all
+    512 calls in flight; honest gRPC had 0 of 181 answered for 45 s. Here the answers are 2 MiB each, so the
+    byte budgets show too (observed: l2norm's classification=4096 pinned 4.4 MB per 1 KB request)."""
+    front.answerer.answer_bytes = 2 << 20
+    rss_before = front.rss()
+    stop, connections, seen = threading.Event(), [], {}
+    readers = []
+    try:
+        for _ in range(8):
+            connection = attacker_socket(front)
+            settings = frame(SETTINGS, 0, 0, struct.pack(">HI", INITIAL_WINDOW_SIZE, 0))
+            calls = b"".join(request_frames(2 * index + 1, honest_request()) for index in range(64))
+            connection.sendall(PREFACE + settings + calls)
+            connections.append(connection)
+            reader = threading.Thread(target=read_frames, args=(connection, seen, stop), daemon=True)
+            reader.start()
+            readers.append(reader)
+        with Honest(front):
+            for _ in range(8):  # 4 s: past the answer timeout (2 s here), pinging all along
+                for connection in connections:
+                    with contextlib.suppress(OSError):  # ended: idle once its calls were reset
+                        connection.sendall(frame(PING, 0, 0, bytes(8)))
+                time.sleep(0.5)
+            grown = front.rss() - rss_before
+    finally:
+        stop.set()
+        for connection in connections:
+            connection.close()
+    # Each unread answer ended its stream (RST_STREAM) and freed its slot; the rest were refused at once.
+    assert seen.get(RST_STREAM, 0) > 0, seen
+    budget = limits.BUFFER_BYTES_PER_PEER + (16 << 20)
+    assert grown < budget, f"the front grew {grown >> 20} MiB for one peer (its budget: {budget >> 20})"
+    front.assert_running()
+    front.answerer.answer_bytes = 0
+
+
+def test_preface_only_connections_are_capped_closed_and_cost_no_spinning(front):
+    """Observed: 21,000 connections that sent only the preface were never closed; the front sat at its
+    descriptor limit, spinning at 94 % of a core, and new gRPC clients were never answered."""
+    descriptors_before = front.descriptors()
+    connections = []
+    with Honest(front):
+        cpu_before = front.cpu_seconds()
+        for _ in range(400):
+            try:
+                connection = attacker_socket(front)
+                connection.sendall(PREFACE + frame(SETTINGS, 0, 0))
+                connections.append(connection)
+            except OSError:
+                pass
+        time.sleep(0.5)
+        held = front.descriptors() - descriptors_before
+        assert held <= limits.MAX_CONNECTIONS_PER_PEER + 2, f"{held} connections of one peer held"
+        time.sleep(2.0)  # past the handshake deadline (1 s here)
+        spent = front.cpu_seconds() - cpu_before
+    closed = 0
+    for connection in connections:
+        connection.settimeout(0.5)
+        try:
+            closed += connection.recv(65536) == b"" or 0
+            closed += connection.recv(65536) == b""  # after the SETTINGS frames, the end
+        except (ConnectionResetError, TimeoutError, OSError):
+            closed += 1
+        connection.close()
+    assert closed == len(connections), f"{len(connections) - closed} preface-only connections still open"
+    assert front.descriptors() <= descriptors_before + 2
+    assert spent < 1.5, f"the front spent {spent:.2f} CPU-s in 2.5 s beside the honest client"
+    front.assert_running()
+
+
+def test_messages_held_open_are_bounded_by_the_byte_budgets(front):
+    """Observed: 64 streams x 16 MiB without END_STREAM grew the front by 1 GB in 8 s (the 32 MiB limit is
+    per message; nothing bounded the sum). Past the connection's budget a call is refused at once, and the
+    memory goes back once the streams end."""
+    rss_before = front.rss()
+    release = threading.Event()
+    answers: list[str] = []
+
+    def held_open(message: bytes):
+        yield message
+        release.wait(20)
+
+    def call(channel) -> None:
+        try:
+            channel.stream_unary(f"/{SERVICE}/ModelInfer")(held_open(bytes(16 << 20)), timeout=20)
+            answers.append("OK")
+        except grpc.RpcError as error:
+            answers.append(f"{error.code().name}: {error.details()}")
+
+    options = [("grpc.max_send_message_length", -1)]
+    with Honest(front), grpc.insecure_channel(f"{front.address}", options=options) as channel:
+        threads = [threading.Thread(target=call, args=(channel,)) for _ in range(12)]
+        for thread in threads:
+            thread.start()
+        time.sleep(4)
+        grown = front.rss() - rss_before
+        release.set()
+        for thread in threads:
+            thread.join(timeout=30)
+    refused = [answer for answer in answers if answer.startswith("RESOURCE_EXHAUSTED")]
+    assert refused and all(policy.BUSY_REFUSAL in answer for answer in refused), answers
+    budget = limits.GRPC_BUFFER_BYTES_PER_CONNECTION + (24 << 20)
+    assert grown < budget, f"the front grew {grown >> 20} MiB for one connection"
+    time.sleep(1)
+    assert front.rss() - rss_before < 32 << 20, "the memory was kept after the burst"
+    front.assert_running()
+
+
+def raw_call(front: Front, method: str, body: bytes, headers: list[tuple[str, str]]) -> tuple[str, str]:
+    """One call in hand-written frames from the attacker's address (`body` within HTTP/2's initial
+    windows); its (grpc-status, grpc-message), or ("closed", how)."""
+    block = hpack.Encoder().encode(
+        [
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", f"/{SERVICE}/{method}"),
+            (":authority", "edge"),
+            ("content-type", "application/grpc"),
+            *headers,
+        ]
+    )
+    pieces = [body[at : at + 16384] for at in range(0, len(body), 16384)]
+    data = b"".join(
+        frame(DATA, END_STREAM if index == len(pieces) - 1 else 0, 1, piece)
+        for index, piece in enumerate(pieces)
+    )
+    decoder, buffer, found = hpack.Decoder(), b"", {}
+    with attacker_socket(front) as connection:
+        connection.settimeout(20)
+        connection.sendall(PREFACE + frame(SETTINGS, 0, 0) + frame(HEADERS, END_HEADERS, 1, block) + data)
+        while "grpc-status" not in found:
+            chunk = connection.recv(65536)
+            if not chunk:
+                return "closed", "connection closed"
+            buffer += chunk
+            while len(buffer) >= 9 and len(buffer) >= 9 + int.from_bytes(buffer[:3], "big"):
+                length, kind = int.from_bytes(buffer[:3], "big"), buffer[3]
+                if kind == HEADERS:
+                    found.update(decoder.decode(buffer[9 : 9 + length], raw=False))
+                buffer = buffer[9 + length :]
+    return found["grpc-status"], urllib.parse.unquote(found.get("grpc-message", ""))
+
+
+def test_gzip_bombs_are_inflated_off_the_loop_and_never_for_relayed_methods(front):
+    """Observed: gzip bombs to ModelInfer and to a relayed method (ModelMetadata) were inflated and parsed
+    in the front's loop: honest gRPC p50 ~1 s, and the relayed ones stalled the Python edge. Now ModelInfer's
+    are inflated on the inflater's thread (refused past the message limit, or at once when it is busy) and
+    the relayed methods' are refused before anything is inflated."""
+    bomb = gzip.compress(bytes(limits.MAX_GRPC_MESSAGE_BYTES + (8 << 20)))  # about 40 KB
+    body = b"\x01" + struct.pack(">I", len(bomb)) + bomb
+    answers: list[tuple[str, str, str]] = []
+
+    def send(method: str) -> None:
+        answers.append((method, *raw_call(front, method, body, [("grpc-encoding", "gzip")])))
+
+    with Honest(front):
+        threads = [
+            threading.Thread(target=send, args=("ModelInfer" if index % 4 else "ModelMetadata",))
+            for index in range(24)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=60)
+    assert len(answers) == 24
+    exhausted = str(grpc.StatusCode.RESOURCE_EXHAUSTED.value[0])
+    for method, code, details in answers:
+        if method == "ModelMetadata":
+            assert (code, details) == (
+                str(grpc.StatusCode.UNIMPLEMENTED.value[0]),
+                policy.COMPRESSION_REFUSAL,
+            )
+        else:
+            assert code == exhausted, (code, details)
+            assert "larger than max" in details or details == policy.BUSY_REFUSAL, details
+    front.assert_running()
+
+
+# ------------------------------------------------------------------------------------------ the HTTP front
+
+
+def rss_of(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+class HonestHttp(Honest):
+    """The same honest client over HTTP, against the whole server (l2norm, binary tensors)."""
+
+    def _run(self) -> None:
+        import numpy as np  # noqa: PLC0415
+        import tritonclient.http as httpclient  # noqa: PLC0415
+
+        client = httpclient.InferenceServerClient(url=self.front.http_url, network_timeout=10)
+        tensor = httpclient.InferInput("vector", [1, 2], "FP32")
+        tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
+        try:
+            while not self.stop.is_set():
+                started = time.monotonic()
+                try:
+                    client.infer("l2norm", [tensor])
+                    status = "OK"
+                except Exception as error:  # noqa: BLE001 - kept, and asserted on
+                    status = f"{type(error).__name__}: {error}"
+                self.results.append((time.monotonic() - started, status))
+                time.sleep(0.05)
+        finally:
+            client.close()
+
+
+def http_attacker(server) -> socket.socket:
+    host, _, port = server.http_url.rpartition(":")
+    connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    connection.bind((ATTACKER, 0))
+    connection.settimeout(10)
+    connection.connect((host, int(port)))
+    return connection
+
+
+def test_http_bodies_past_the_byte_budget_are_refused_at_once_and_memory_returns(triton_server):
+    """Observed: 32 then 48 HTTP bodies one byte short of 32 MiB grew the HTTP front by 1.5 GB in seconds,
+    kept after the connections closed (MAX_HTTP_CONNECTIONS was only the listen backlog)."""
+    edge = triton_server.edge_process.pid
+    rss_before = rss_of(edge)
+    size = limits.MAX_REQUEST_BYTES - 1
+    head = (
+        f"POST /v2/models/l2norm/infer HTTP/1.1\r\nHost: edge\r\nContent-Length: {size}\r\n"
+        "Inference-Header-Content-Length: 2\r\n\r\n{}"
+    ).encode()
+    connections, answers = [], []
+    with HonestHttp(triton_server):
+        for _ in range(48):
+            connection = http_attacker(triton_server)
+            connection.sendall(head)
+            connections.append(connection)
+        for connection in connections:  # each body but its last byte, where the front still reads
+            connection.settimeout(0.2)
+            with contextlib.suppress(OSError):
+                connection.sendall(bytes(size - 3))
+        time.sleep(1)
+        grown = rss_of(edge) - rss_before
+        for connection in connections:
+            connection.settimeout(2)
+            with contextlib.suppress(OSError):
+                answers.append(connection.recv(4096))
+            connection.close()
+    refused = [answer for answer in answers if answer.startswith(b"HTTP/1.1 429")]
+    assert len(refused) >= 48 - limits.BUFFER_BYTES_PER_PEER // limits.MAX_REQUEST_BYTES, answers[:3]
+    assert all(b"Retry-After: 1" in answer and policy.BUSY_REFUSAL.encode() in answer for answer in refused)
+    budget = limits.BUFFER_BYTES_PER_PEER + (64 << 20)
+    assert grown < budget, f"the HTTP front grew {grown >> 20} MiB for one peer"
+    time.sleep(1)
+    kept = rss_of(edge) - rss_before
+    assert kept < 48 << 20, f"the HTTP front kept {kept >> 20} MiB after the burst"
+    assert triton_server.edge_process.pid == edge and triton_server.is_running()
+
+
+def test_http_connections_past_the_peer_cap_are_reset_at_accept(triton_server):
+    """The connection caps are counted at accept (not the listen backlog): one peer's connections past
+    limits.MAX_CONNECTIONS_PER_PEER are reset at once, whatever they would send."""
+    edge = triton_server.edge_process.pid
+    connections, reset = [], 0
+    with HonestHttp(triton_server):
+        for _ in range(limits.MAX_CONNECTIONS_PER_PEER + 72):
+            try:
+                connections.append(http_attacker(triton_server))
+            except ConnectionResetError:  # reset before connect() returned
+                reset += 1
+        time.sleep(0.5)
+        for connection in connections:
+            connection.settimeout(0.05)
+            try:
+                reset += connection.recv(1) == b""
+            except ConnectionResetError:
+                reset += 1
+            except TimeoutError:
+                pass
+        for connection in connections:
+            connection.close()
+    assert reset == 72, f"{reset} of {len(connections)} connections were reset"
+    assert triton_server.edge_process.pid == edge and triton_server.is_running()
+
+
+# ------------------------------------------------------------------------------------------ health
+
+
+def big_progressive_jpeg() -> bytes:
+    """A 2000 x 1500 progressive JPEG (a smooth picture, about 100 KB): decoding 64 of them keeps
+    mnist_preprocess busy for seconds (the issue's flood: 64 large progressive JPEGs per request)."""
+    import io  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+    from PIL import Image  # noqa: PLC0415
+
+    ramp = np.add.outer(np.arange(1500), np.arange(2000)) % 256
+    buffer = io.BytesIO()
+    Image.fromarray(ramp.astype(np.uint8)).save(buffer, "JPEG", progressive=True, quality=90)
+    return buffer.getvalue()
+
+
+def test_a_slow_model_is_reported_slow_not_down(triton_server, monkeypatch):
+    """Observed: 16 allowed mnist_pipeline requests of 64 large JPEGs made the edge's probes wait in the
+    same queue and time out, and the watchdog restarted tritonserver: every model down ~6 s. A probe that
+    times out while the model completes requests is a slow model: reported, never a restart. (A model that
+    completes nothing, a hung stub, is still found down: test_serving_hardening.py's hung-stub test.)"""
+    import asyncio  # noqa: PLC0415
+
+    import numpy as np  # noqa: PLC0415
+    import tritonclient.http as httpclient  # noqa: PLC0415
+
+    from trt_plugin_kit.serving.edge.upstream import Upstream  # noqa: PLC0415
+
+    monkeypatch.setattr(limits, "HEALTH_PROBE_TIMEOUT_S", 0.5)  # behind 64 large JPEGs: too short
+    monkeypatch.setattr(limits, "HEALTH_PERIOD_S", 1.0)
+    images = np.array([big_progressive_jpeg()] * 64, dtype=np.object_)
+    stop = threading.Event()
+
+    def flood() -> None:
+        client = httpclient.InferenceServerClient(url=triton_server.http_url, network_timeout=120)
+        tensor = httpclient.InferInput("image_bytes", [64, 1], "BYTES")
+        tensor.set_data_from_numpy(images.reshape(64, 1))
+        while not stop.is_set():
+            client.infer("mnist_pipeline", [tensor])
+        client.close()
+
+    async def judge() -> tuple[list[str], dict]:
+        upstream = Upstream(triton_server.socket_dir, triton_server._internal_key)
+        down: list[str] = []
+        upstream.on_model_down = lambda model, reason: down.append(f"{model}: {reason}")
+        await upstream.open()
+        try:
+            await upstream.load_models(10)
+            for _ in range(5):
+                await upstream._probe_until_decided("mnist_pipeline")
+                if "mnist_pipeline" in upstream.slow:
+                    break
+            return down, dict(upstream.slow)
+        finally:
+            await upstream.close()
+
+    threads = [threading.Thread(target=flood, daemon=True) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(2)
+        down, slow = asyncio.run(judge())
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(120)
+    assert not down, down
+    assert "completed" in slow.get("mnist_pipeline", ""), slow
+    assert triton_server.is_running()
