@@ -33,8 +33,8 @@ from trt_plugin_kit.interface import (
     MNIST,
     MNIST_INPUT,
     MNIST_PIPELINE,
-    MODEL_NAMES,
     REPO_ROOT,
+    repository_models,
 )
 
 LOAD_S = 25  # long enough for [1m] rates to have many samples at a 1 s scrape interval
@@ -144,7 +144,7 @@ def test_rules_read_what_the_server_did(scraped):
 
     # Every model loaded; no alert fires on a healthy server but the failure ratio's, which the load's
     # broken pictures drive (above 5 % of mnist_preprocess's requests, and the pipeline's).
-    assert per_model("model:nv_inference_ready") == dict.fromkeys(MODEL_NAMES, 1.0)
+    assert per_model("model:nv_inference_ready") == dict.fromkeys(repository_models(), 1.0)
     failure = per_model("model:nv_inference_failure_ratio:rate5m")
     assert 0.1 < failure[MNIST_PIPELINE] < 0.35 and failure[MNIST] == failure[L2NORM] == 0, failure
     firing = {a["labels"]["alertname"] for a in prometheus.api("alerts")["alerts"]}
@@ -216,7 +216,7 @@ def test_the_dashboard_is_drawn_from_its_own_queries(scraped, tmp_path):
     # One line per series a query returns: the failure panel shows every model's every reason.
     assert drawn["Failures"] == 4 * 4 and drawn["Servers answering"] == 2, drawn
     # p50 and p99 of every model (a model whose configuration enables the response cache has none).
-    assert drawn["Request latency p50 / p99"] == 2 * len(MODEL_NAMES), drawn
+    assert drawn["Request latency p50 / p99"] == 2 * len(repository_models()), drawn
     assert (tmp_path / "dashboard.png").stat().st_size > 50_000
 
 
@@ -247,4 +247,4 @@ def test_a_restarted_server_is_seen_down_and_restarted(scraped):
         time.sleep(0.5)
     assert not prometheus.query(down)
     ready = {r["metric"]["model"]: r["value"][1] for r in prometheus.query("model:nv_inference_ready")}
-    assert ready == dict.fromkeys(MODEL_NAMES, "1")
+    assert ready == dict.fromkeys(repository_models(), "1")

@@ -43,16 +43,17 @@ The largest ``execute`` (bytes, per instance):
 
     required_shm_bytes(instances) = instances x 35 MiB + OTHER_FILES_BYTES (1 MiB, less than one growth
     step of 2 MiB: room for other files in /dev/shm, such as a POSIX semaphore, that no region can take).
-    4 instances in both variants (CPU: mnist 1, l2norm 1, mnist_preprocess 2; GPU: mnist_preprocess 4;
-    python_backend_instances() counts them from the configurations): 141 MiB, the /dev/shm of compose's
-    services and of the Kubernetes pods. Memory-backed: it counts against the container's memory.
+    CPU: mnist 1, l2norm 1, mnist_preprocess 2 and mnist_vit's plugin_onnx stand-in 1 (5 instances, 176 MiB);
+    GPU: mnist_preprocess 4 (141 MiB); python_backend_instances() counts them from the configurations, and
+    compose's services and the Kubernetes pods get exactly that /dev/shm. Memory-backed: it counts against
+    the container's memory.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from trt_plugin_kit.interface import REPO_ROOT
+from trt_plugin_kit.interface import PLUGIN_ONNX_BACKEND, REPO_ROOT
 from trt_plugin_kit.serving.edge.limits import MAX_REQUEST_BYTES
 
 MIB = 1024 * 1024
@@ -99,7 +100,8 @@ def python_backend_instances(variant: str, repository: Path = MODEL_REPOSITORY) 
         chosen = default.parent / "configs" / f"{CPU_CONFIG_NAME}.pbtxt"
         path = chosen if variant == "cpu" and chosen.is_file() else default
         config = text_format.Parse(path.read_text(), model_config_pb2.ModelConfig())
-        if config.backend != "python":
+        # The plugin_onnx stand-in is the Python backend under another name (its stubs, its regions).
+        if config.backend not in ("python", PLUGIN_ONNX_BACKEND):
             continue
         groups = config.instance_group
         if any(group.kind == model_config_pb2.ModelInstanceGroup.KIND_GPU for group in groups):
