@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from trt_plugin_kit.engines import artifact_checks as checks
+from trt_plugin_kit.engines import library_version
 from trt_plugin_kit.interface import PLUGIN_LIBRARY_NAME, REPO_ROOT
 
 LDD_OK = """\tlinux-vdso.so.1 (0x00007ffd)
@@ -49,11 +50,11 @@ def test_versions_match_only_in_full(built, serving, same):
 @pytest.mark.parametrize("text", ["", "eleven", "11..3", "v11.3"])
 def test_a_stamp_that_is_no_version_is_refused_with_its_text(text):
     with pytest.raises(checks.CheckFailed, match="not a TensorRT version"):
-        checks.parse_version(text)
+        library_version.parse_version(text)
 
 
 def test_a_package_style_suffix_is_ignored():
-    assert checks.parse_version("10.13.3.9-1+cuda13.0") == (10, 13, 3, 9)
+    assert library_version.parse_version("10.13.3.9-1+cuda13.0") == (10, 13, 3, 9)
 
 
 def test_ldd_output_is_read_into_names_and_paths():
@@ -85,15 +86,15 @@ def built_library() -> Path:
 
 def test_the_real_library_says_which_headers_it_was_built_against():
     library = built_library()
-    version = checks.headers_version(library)
+    version = library_version.headers_version(library)
     assert version and version.startswith(library.parent.name.removeprefix("trt-")), version
-    assert len(checks.parse_version(version)) == 4  # major.minor.patch.build of NvInferVersion.h
+    assert len(library_version.parse_version(version)) == 4  # major.minor.patch.build of NvInferVersion.h
 
 
 def test_a_library_that_is_not_ours_has_no_headers_version(tmp_path):
     other = tmp_path / "libother.so"
     other.write_bytes(b"\x7fELF" + b"\0" * 64 + b"trt_plugin_kit built against TensorRT headers ")
-    assert checks.headers_version(other) is None
+    assert library_version.headers_version(other) is None
 
 
 def test_the_real_library_built_without_libnvinfer_fails_the_links_check_saying_why():
@@ -177,7 +178,7 @@ def test_build_engines_refuses_a_library_of_another_tensorrt_major_before_loadin
     from trt_plugin_kit.engines.plugin_config import PluginLibrary
 
     library = built_library()
-    major = checks.parse_version(checks.headers_version(library))[0]
+    major = library_version.parse_version(library_version.headers_version(library))[0]
     api = type("Api", (), {"name": "TensorRT", "version": f"{major + 1}.0.0.1", "custom_plugins_limit": "",
                            "plugin_interface_major": major + 1})()  # fmt: skip
     monkeypatch.setattr(builder.ctypes, "CDLL", lambda *a, **k: pytest.fail("the library was loaded"))

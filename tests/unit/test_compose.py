@@ -341,7 +341,7 @@ def test_docker_sizes_are_read_as_docker_reads_them():
 def test_shm_size_holds_the_python_backends_regions_and_no_more(compose, service, variant):
     """/dev/shm is the sum of the Python backend's regions, each created at its largest size, plus less than
     one growth step: no region can grow into another's (trt_plugin_kit/serving/shm_budget.py)."""
-    # CPU: mnist, l2norm, mnist_preprocess x 2 and mnist_vit's plugin_onnx stand-in; GPU: mnist_preprocess x 4.
+    # CPU: mnist, l2norm, mnist_preprocess x 2, mnist_vit's plugin_onnx stand-in; GPU: mnist_preprocess x 4.
     instances = shm_budget.python_backend_instances(variant)
     assert instances == {"tensorrt": 4, "cpu": 5}[variant]
     size = docker_size(compose["services"][service]["shm_size"])

@@ -40,9 +40,9 @@ def test_the_flags_are_what_tritonserver_takes():
 
 
 def test_instances_are_counted_from_the_configurations_each_variant_loads():
-    # cpu: mnist 1 + l2norm 1 + mnist_preprocess 2 (configs/cpu.pbtxt) + mnist_vit 1 (the plugin_onnx stand-in,
-    # the Python backend under another name); tensorrt: mnist_preprocess 4 (the other models are TensorRT
-    # engines, mnist_pipeline an ensemble).
+    # cpu: mnist 1 + l2norm 1 + mnist_preprocess 2 (configs/cpu.pbtxt) + mnist_vit 1 (the plugin_onnx
+    # stand-in, the Python backend under another name); tensorrt: mnist_preprocess 4 (the other models are
+    # TensorRT engines, mnist_pipeline an ensemble).
     assert shm_budget.python_backend_instances("cpu") == 5
     assert shm_budget.python_backend_instances("tensorrt") == 4
     with pytest.raises(ValueError, match="variant"):

@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from trt_plugin_kit.engines.artifact_checks import CheckFailed, compare_versions
+from trt_plugin_kit.engines.artifact_checks import compare_versions
+from trt_plugin_kit.engines.errors import CheckFailed
 from trt_plugin_kit.interface import (
     L2NORM,
     L2NORM_INPUT,

@@ -28,13 +28,12 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from trt_plugin_kit.engines.errors import CheckFailed
+from trt_plugin_kit.engines.library_version import parse_version
+
 TENSORRT_RUNTIME_SONAMES = ("libnvinfer.so.11", "libnvinfer.so.10")
 VERSION_STAMP = "TENSORRT_VERSION"  # in the artifacts folder: the builder's TensorRT, written last
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_NO_TENSORRT = 0, 1, 2, 3
-
-
-class CheckFailed(Exception):
-    """A check found a problem; the message says what and what to do."""
 
 
 # ---------------------------------------------------------------------------------------------- versions
@@ -59,14 +58,6 @@ def runtime_version(sonames: Sequence[str] = TENSORRT_RUNTIME_SONAMES) -> tuple[
         encoded = library.getInferLibVersion()
         return soname, f"{encoded // 10000}.{encoded // 100 % 100}.{encoded % 100}"
     return None
-
-
-def parse_version(text: str) -> tuple[int, ...]:
-    """'10.13.3.9' -> (10, 13, 3, 9); a stamp from another tool may carry a suffix ('10.13.3.9-1+cuda13')."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)*)(?:[-+~].*)?\s*", text)
-    if not match:
-        raise CheckFailed(f"not a TensorRT version: {text.strip()!r}")
-    return tuple(int(part) for part in match[1].split("."))
 
 
 def compare_versions(built: str, serving: str) -> str | None:
@@ -116,16 +107,6 @@ def link_problems(library: Path, linked: dict[str, str | None], runtime_soname: 
     if missing:
         problems.append(f"{library}: the dynamic loader cannot find {', '.join(missing)} in this container")
     return problems
-
-
-BUILT_AGAINST = re.compile(rb"trt_plugin_kit built against TensorRT headers (\d+(?:\.\d+)+)\0")
-
-
-def headers_version(library: Path) -> str | None:
-    """The TensorRT headers our plugin library was compiled against (registration.cpp writes them into the
-    file), read without loading it; None for a library that is not ours."""
-    match = BUILT_AGAINST.search(library.read_bytes())
-    return match[1].decode() if match else None
 
 
 def check_links(library: Path, runtime_soname: str) -> str:

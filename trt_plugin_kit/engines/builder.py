@@ -15,7 +15,6 @@ from pathlib import Path
 
 import numpy as np
 
-from trt_plugin_kit.engines.artifact_checks import headers_version, parse_version
 from trt_plugin_kit.engines.consistency import (
     TRT_TO_TRITON,
     Profile,
@@ -25,6 +24,7 @@ from trt_plugin_kit.engines.consistency import (
 )
 from trt_plugin_kit.engines.errors import BuildFailure
 from trt_plugin_kit.engines.jobs import BuildJob
+from trt_plugin_kit.engines.library_version import headers_version, parse_version
 from trt_plugin_kit.engines.plugin_config import PluginLibrary
 from trt_plugin_kit.engines.precision import PrecisionRecipe
 from trt_plugin_kit.engines.progress import make_progress_monitor

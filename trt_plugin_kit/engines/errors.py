@@ -17,3 +17,7 @@ class EnvironmentMissing(Exception):
 
 class BuildFailure(Exception):
     """Building, checking or verifying an engine failed; exit code 1."""
+
+
+class CheckFailed(Exception):
+    """A check found a problem; the message says what and what to do."""
