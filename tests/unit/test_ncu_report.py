@@ -59,7 +59,7 @@ def test_the_h200_record_reads_back():
     # and ncu saw every kernel inside its enqueue's NVTX range (the build option at work).
     records = REPO_ROOT / "records" / "ncu"
     report = json.loads((records / "ncu.json").read_text())
-    # Issue 43's plugins came after this run: their profiles are a run of their own (records/ncu/transformer-h200/).
+    # Issue 43's plugins came after this run: profiled in a run of their own (records/ncu/transformer-h200/).
     not_yet_profiled = {"RmsNormLastAxis", "FlashAttentionTriton"}
     assert {c["plugin"] for c in report["cases"]} == {
         case.plugin for case in build_cases()
