@@ -79,6 +79,22 @@ def dim_range(text: str) -> tuple[int, int, int]:
     return low, opt, high
 
 
+def add_timing_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    """One cache per TensorRT version and GPU model: the tactics TensorRT timed on that GPU (issue 42)."""
+    parser.add_argument(
+        "--timing-cache",
+        type=Path,
+        help="timing cache file (default: in --timing-cache-dir, named after TensorRT and the GPU)",
+    )
+    parser.add_argument(
+        "--timing-cache-dir",
+        type=Path,
+        default=BUILD_DIR,
+        help="where the timing caches are kept, one per TensorRT version and GPU model: "
+        "timing_cache_trt<version>_<GPU>.bin (default build/)",
+    )
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="build_engines.py",
@@ -124,18 +140,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         type=Path,
         help=f"native-flavour engines (default {DEFAULT_ENGINE_DIR}, with --tensorrt-rtx its tensorrt_rtx/)",
     )
-    parser.add_argument(
-        "--timing-cache",
-        type=Path,
-        help="timing cache file (default: in --timing-cache-dir, named after TensorRT and the GPU)",
-    )
-    parser.add_argument(
-        "--timing-cache-dir",
-        type=Path,
-        default=BUILD_DIR,
-        help="where the timing caches are kept, one per TensorRT version and GPU model: "
-        "timing_cache_trt<version>_<GPU>.bin (default build/)",
-    )
+    add_timing_cache_arguments(parser)
     parser.add_argument("--workspace-mib", type=positive_int, default=1024, help="builder workspace limit")
     parser.add_argument(
         "--opt-batch", type=positive_int, help="batch size to optimize for (default max_batch_size)"
