@@ -29,8 +29,6 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
-from trt_plugin_kit.triton.metrics import parse_metrics
-from trt_plugin_kit.triton.options import ServerLocation
 
 from loadtests.perf import data as perf_data
 from loadtests.perf import tool as perf_tool
@@ -48,6 +46,8 @@ from trt_plugin_kit.interface import (
 from trt_plugin_kit.serving.host import Ports
 from trt_plugin_kit.serving.preprocess import decode_digit
 from trt_plugin_kit.serving.server import TritonServer
+from trt_plugin_kit.tritonserver.metrics import parse_metrics
+from trt_plugin_kit.tritonserver.options import ServerLocation
 
 PROG = "python -m loadtests.response_cache"
 DEFAULT_OUT = REPO_ROOT / "records" / "response-cache"

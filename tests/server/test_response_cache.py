@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 import tritonclient.grpc as grpcclient
 import tritonclient.http as httpclient
-from trt_plugin_kit.triton.metrics import read_metrics
 
 from loadtests.response_cache import CACHE_FLAG, CACHE_METRICS, HITS, MISSES, MODELS, cached_repository
 from trt_plugin_kit.interface import (
@@ -30,6 +29,7 @@ from trt_plugin_kit.interface import (
     REPO_ROOT,
 )
 from trt_plugin_kit.serving.server import Ports, TritonServer
+from trt_plugin_kit.tritonserver.metrics import read_metrics
 
 CLIENTS = {"http": httpclient, "grpc": grpcclient}
 
