@@ -120,8 +120,9 @@ class LoopbackServer:
         self._wait_live()
 
     def _wait_live(self) -> None:
-        import urllib.request  # noqa: PLC0415
+        import tritonclient.http as httpclient  # noqa: PLC0415 - the kit's client of Triton's HTTP API
 
+        client = httpclient.InferenceServerClient(f"127.0.0.1:{self.http}", network_timeout=2)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -129,10 +130,13 @@ class LoopbackServer:
                     f"tritonserver exited {self.process.returncode}:\n{self.log.read_text()[-3000:]}"
                 )
             try:
-                urllib.request.urlopen(f"http://127.0.0.1:{self.http}/v2/health/live", timeout=2).read()
-                return
-            except OSError:
-                time.sleep(0.5)
+                if client.is_server_live():
+                    client.close()
+                    return
+            except Exception:  # noqa: BLE001 - not listening yet: refused, reset or timed out
+                pass
+            time.sleep(0.5)
+        client.close()
         self.stop()
         raise RuntimeError("tritonserver not live in 120 s:\n" + self.log.read_text()[-3000:])
 

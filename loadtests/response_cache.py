@@ -20,12 +20,10 @@ import argparse
 import base64
 import io
 import json
-import re
 import shutil
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +44,7 @@ from trt_plugin_kit.interface import (
 from trt_plugin_kit.serving.host import Ports
 from trt_plugin_kit.serving.preprocess import decode_digit
 from trt_plugin_kit.serving.server import TritonServer
-from trt_plugin_kit.tritonserver.metrics import parse_metrics
+from trt_plugin_kit.tritonserver.metrics import read_metrics
 from trt_plugin_kit.tritonserver.options import ServerLocation
 
 PROG = "python -m loadtests.response_cache"
@@ -72,7 +70,6 @@ UTIL, ENTRIES = "nv_cache_util", "nv_cache_num_entries"  # the cache's own, on a
 # The cache's metric names this tool and the docs use: exported only where the cache is on (the monitoring
 # test, which reads make serve's server, takes them from here; the response cache test checks them).
 CACHE_METRICS = (HITS, MISSES, HIT_US, MISS_US, UTIL, ENTRIES)
-UNLABELLED = re.compile(r"^(nv_cache_\w+)\s+(\S+)$", re.MULTILINE)
 
 
 def cached_repository(workdir: Path) -> Path:
@@ -139,10 +136,10 @@ def input_files(workdir: Path) -> dict[tuple[str, str], Path]:
 
 
 def cache_counts(metrics_url: str) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
-    with urllib.request.urlopen(metrics_url, timeout=10) as response:
-        text = response.read().decode()
-    unlabelled = {name: float(value) for name, value in UNLABELLED.findall(text)}
-    return parse_metrics(text, COUNTERS), unlabelled
+    """Per model counters, and the cache's own gauges (no model label)."""
+    values = read_metrics(metrics_url, (*COUNTERS, UTIL, ENTRIES))
+    gauges = {name: values[name][""] for name in (UTIL, ENTRIES) if "" in values[name]}
+    return {name: values[name] for name in COUNTERS}, gauges
 
 
 def run_server(cache: bool, repository: Path, files: dict, workdir: Path, perf) -> list[dict]:

@@ -14,7 +14,8 @@ from collections import defaultdict
 QUEUE_DURATION_US = "nv_inference_queue_duration_us"
 REQUEST_SUCCESS = "nv_inference_request_success"
 REQUEST_FAILURE = "nv_inference_request_failure"
-_SAMPLE = re.compile(r"^(\w+)\{([^}]*)\}\s+(\S+)$", re.MULTILINE)
+# A sample with labels, or without (the response cache's own gauges: their "model" is "").
+_SAMPLE = re.compile(r"^(\w+)(?:\{([^}]*)\})?\s+(\S+)$", re.MULTILINE)
 _MODEL = re.compile(r'model="([^"]*)"')
 
 
@@ -23,7 +24,7 @@ def parse_metrics(text: str, names: tuple[str, ...]) -> dict[str, dict[str, floa
     values: dict[str, dict[str, float]] = {name: defaultdict(float) for name in names}
     for name, labels, value in _SAMPLE.findall(text):
         if name in values:
-            model = _MODEL.search(labels)
+            model = _MODEL.search(labels)  # no labels: ""
             values[name][model[1] if model else ""] += float(value)
     return {name: dict(per_model) for name, per_model in values.items()}
 
