@@ -684,7 +684,7 @@ def test_every_tool_that_starts_a_server_names_its_variant_alike(module):
 
 
 def test_triton_counters_are_read_through_the_one_metrics_reader():
-    """The soak's sampler, the queue signal and the failover read Prometheus through
+    """The soak's sampler, the queue signal, the failover and the response cache study read Prometheus through
     trt_plugin_kit.tritonserver.metrics; no load-test module fetches or parses the metrics text itself (one
     that fetches a URL, like perf's readiness check, names no metrics endpoint)."""
     import re
@@ -699,6 +699,7 @@ def test_triton_counters_are_read_through_the_one_metrics_reader():
         if re.search(reader, text):
             readers.add(name)
     assert readers == {
+        "loadtests/response_cache.py",
         "loadtests/soak/workers.py",
         "loadtests/studies/failover.py",
         "loadtests/studies/queue_signal.py",
