@@ -126,15 +126,30 @@ def train(
     return params, history
 
 
+def add_training_arguments(parser: argparse.ArgumentParser, defaults) -> None:
+    """The knobs both trainers (LeNet-5 here, mnist_vit in train_vit.py) take, defaulting to their config."""
+    parser.add_argument("--seed", type=int, default=defaults.seed)
+    parser.add_argument("--epochs", type=int, default=defaults.epochs)
+    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
+    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+
+
+def environment_record() -> dict:
+    """Where a training ran, for its record (models/*.json)."""
+    return {
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "machine": platform.machine(),
+        "cpu_count": os.cpu_count(),
+    }
+
+
 def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", type=Path, default=DEFAULT_WEIGHTS, help="weights file (.npz)")
     cli_options.add_mnist_dir_argument(parser, "to train on")
     defaults = TrainConfig()
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--epochs", type=int, default=defaults.epochs)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    add_training_arguments(parser, defaults)
     args = parser.parse_args(argv)
     config = TrainConfig(
         seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate
@@ -163,12 +178,7 @@ def _main(argv: list[str] | None = None) -> int:
         "config": asdict(config),
         "train_seconds": round(seconds, 1),
         "history": history,
-        "environment": {
-            "python": sys.version.split()[0],
-            "numpy": np.__version__,
-            "machine": platform.machine(),
-            "cpu_count": os.cpu_count(),
-        },
+        "environment": environment_record(),
         "command": "python -m trt_plugin_kit.models.train "
         + " ".join(argv if argv is not None else sys.argv[1:]),
     }

@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
-import platform
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -26,7 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from trt_plugin_kit.interface import MODELS_DIR
 from trt_plugin_kit.models import mnist, vit
-from trt_plugin_kit.models.train import Adam, random_shift
+from trt_plugin_kit.models.train import Adam, add_training_arguments, environment_record, random_shift
 from trt_plugin_kit.tritonserver import options as cli_options
 from trt_plugin_kit.tritonserver.options import run_reporting_input_errors
 
@@ -98,10 +96,7 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=DEFAULT_WEIGHTS, help="weights file (.npz)")
     cli_options.add_mnist_dir_argument(parser, "to train on")
     defaults = TrainConfig()
-    parser.add_argument("--seed", type=int, default=defaults.seed)
-    parser.add_argument("--epochs", type=int, default=defaults.epochs)
-    parser.add_argument("--batch-size", type=int, default=defaults.batch_size)
-    parser.add_argument("--learning-rate", type=float, default=defaults.learning_rate)
+    add_training_arguments(parser, defaults)
     args = parser.parse_args(argv)
     config = TrainConfig(
         seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate
@@ -135,12 +130,7 @@ def _main(argv: list[str] | None = None) -> int:
         "train_cpu_seconds": round(cpu_seconds, 1),
         "blas_threads": 1,
         "history": history,
-        "environment": {
-            "python": sys.version.split()[0],
-            "numpy": np.__version__,
-            "machine": platform.machine(),
-            "cpu_count": os.cpu_count(),
-        },  # fmt: skip
+        "environment": environment_record(),
         "command": "python -m trt_plugin_kit.models.train_vit "
         + " ".join(argv if argv is not None else sys.argv[1:]),
     }
