@@ -94,12 +94,17 @@ int32_t RmsNormPlugin::nbTactics() const
 }
 
 // The tactic's layout; a cached one whose registers cannot hold the row runs the two-pass layout of as many
-// threads (a warp, else a block). Tactic 0 (untimed): the fewest threads whose registers hold the row (the
-// most loads in flight a thread), else a block's two passes.
+// threads (a warp, else a block). Tactic 0 (untimed): rows shorter than a warp's 32 packs a warp's two passes
+// (on the H200 at 50176 x 64 FP32: 13.1 us, the warp's registers 17.0 us); longer ones the fewest threads
+// whose registers hold the row (the most loads in flight a thread), else a block's two passes.
 RmsNormLayout RmsNormPlugin::layout() const
 {
     if (mTactic == 0)
     {
+        if (mLength < 32 * (16 / mElementBytes))
+        {
+            return RmsNormLayout::kWarpPerRow;
+        }
         for (RmsNormLayout cached : {RmsNormLayout::kWarpCached, RmsNormLayout::k64Cached,
                                      RmsNormLayout::k128Cached, RmsNormLayout::kBlockCached})
         {

@@ -34,8 +34,11 @@ def test_the_head_sizes_the_reference_accepts_are_the_ones_compiled():
     assert kernel.HEAD_SIZES == reference.HEAD_SIZES
     defaults = {f"{t}_d{d}" for t in ("fp32", "fp16", "bf16") for d in kernel.HEAD_SIZES}
     tactics = {
-        f"{t}_d{d}_t{i}" for t in kernel.TACTIC_TYPES for d, shapes in kernel.TACTICS.items() for i in range(len(shapes))
-    }  # fmt: skip
+        f"{t}_d{d}_t{i}"
+        for t in kernel.TACTIC_TYPES
+        for d, shapes in kernel.TACTICS.items()
+        for i in range(len(shapes))
+    }
     assert set(kernel.TACTICS) <= set(kernel.HEAD_SIZES)
     assert all(1 <= len(shapes) <= 6 for shapes in kernel.TACTICS.values())  # CI compiles every one
     assert set(kernel.VARIANTS) == defaults | tactics
