@@ -5,13 +5,14 @@
 #      90-real: the attention kernel's sm_90a PTX cannot be kept for later GPUs),
 #   2. the harness of RmsNormLastAxis, FlashAttentionTriton and SwiGLUSplit (every type, shape and tactic),
 #   3. the plugin benchmark of RMSNorm and attention against PyTorch (every tactic's time in its table),
-#   4. mnist_vit's whole forward as one CUDA graph, plugins against PyTorch (trt_plugin_kit.benchmarks.vit_graph;
+#   4. mnist_vit's whole forward as one CUDA graph, plugins against PyTorch (trt_plugin_kit.models.vit_graph;
 #      it checks both flavours against the NumPy model on the validation digits and writes PyTorch's logits),
 #   5. mnist_vit's PyTorch module exported in both flavours and checked (trt_plugin_kit.models.vit_torch_export),
 #   6. compute-sanitizer memcheck (leak check), racecheck and synccheck of the three plugins.
 # Usage: scripts/gpu_transformer.sh [TENSORRT_HEADERS]   (a version dir holding include/NvInferRuntime.h;
 #   default ../shared/vendor/tensorrt/11.1). MNIST_DIR names the digits' folder when ../shared is not there.
-# SKIP_SANITIZERS=1 leaves step 6 out; BENCH_BUDGET (s, default 200) bounds step 3's measurements.
+# STEPS picks steps 2-6 (default "harness bench graph export sanitizers"; e.g. STEPS=graph: build and the graph);
+# BENCH_BUDGET (s, default 200) bounds step 3's measurements.
 # Everything goes to $OUT (the device machine) or build/gpu-transformer: logs, the benchmark's and the graph's
 # records, summary.txt (one line per step). Exit status 1 when a step fails.
 set -uo pipefail
@@ -24,6 +25,8 @@ SANITIZER_MAX_ELEMENTS=${SANITIZER_MAX_ELEMENTS:-300000}
 mkdir -p "$LOGS" "$BUILD"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+STEPS=" ${STEPS:-harness bench graph export sanitizers} "
+wants() { [[ "$STEPS" == *" $1 "* ]]; }
 status=0
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -42,18 +45,18 @@ step build 300 "$LOGS/build.log" bash -c "cmake -S plugins -B $BUILD -DCMAKE_BUI
   -DTRT_PLUGIN_KIT_PYTHON=$(command -v python3) && cmake --build $BUILD -j $(nproc) --target plugin_bench plugin_harness" \
   || { tail -40 "$LOGS/build.log"; printf '%s\n' "${summary[@]}" >"$LOGS/summary.txt"; exit 1; }
 
-for plugin in "${PLUGINS[@]}"; do
+wants harness && for plugin in "${PLUGINS[@]}"; do
   step "harness $plugin" 120 "$LOGS/harness-$plugin.log" "$BUILD/plugin_harness" --library "$BUILD/libtrt_plugin_kit.so" --filter "$plugin"
   summary[-1]="${summary[-1]} $(grep -E '^harness:' "$LOGS/harness-$plugin.log")"; grep -E '^FAIL' "$LOGS/harness-$plugin.log" | head -5
 done
 
-step "benchmark rms_norm, attention" 240 "$LOGS/bench-run.log" python3 -m trt_plugin_kit.benchmarks --build-dir "$BUILD" \
+wants bench && step "benchmark rms_norm, attention" 240 "$LOGS/bench-run.log" python3 -m trt_plugin_kit.benchmarks --build-dir "$BUILD" \
   --out "$LOGS" --only rms_norm --only attention --no-chart --tactics --time-budget "${BENCH_BUDGET:-200}"
-summary[-1]="${summary[-1]} $(grep -m1 -E 'targets met|Targets:' "$LOGS/benchmark.md")"
-step "mnist_vit CUDA graph" 150 "$LOGS/vit-graph.log" python3 -m trt_plugin_kit.benchmarks.vit_graph --build-dir "$BUILD" --out "$LOGS"
-step "mnist_vit torch export" 120 "$LOGS/vit-export.log" python3 -m trt_plugin_kit.models.vit_torch_export --out "$LOGS"
+wants bench && summary[-1]="${summary[-1]} $(grep -m1 -E 'Targets:' "$LOGS/benchmark.md")"
+wants graph && step "mnist_vit CUDA graph" 150 "$LOGS/vit-graph.log" python3 -m trt_plugin_kit.models.vit_graph --build-dir "$BUILD" --out "$LOGS"
+wants export && step "mnist_vit torch export" 120 "$LOGS/vit-export.log" python3 -m trt_plugin_kit.models.vit_torch_export --out "$LOGS"
 
-tools=(memcheck racecheck synccheck); [ -n "${SKIP_SANITIZERS:-}" ] && tools=()
+tools=(memcheck racecheck synccheck); wants sanitizers || tools=()
 for tool in "${tools[@]}"; do
   extra=""; [ "$tool" = memcheck ] && extra="--leak-check full"
   log="$LOGS/sanitizer-$tool.log"; : >"$log"; begin=$(date +%s); rc=0

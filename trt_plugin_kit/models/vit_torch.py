@@ -9,7 +9,7 @@ module's glue (patch embedding, linear layers, reshapes, residuals, the mean) se
   PyTorch's model, and the standard-ops ONNX export;
 * :class:`TorchOpKernels`: the plugins as PyTorch custom ops (:mod:`trt_plugin_kit.models.torch_op`): the
   plugin-flavour ONNX export (nodes ``RmsNormLastAxis``, ``FlashAttentionTriton``, ``SwiGLUSplit``);
-* ``trt_plugin_kit.benchmarks.vit_graph.PluginKernels``: the plugins themselves, enqueued on the GPU through
+* ``trt_plugin_kit.models.vit_graph.PluginKernels``: the plugins themselves, enqueued on the GPU through
   IPluginV3 (libplugin_bench.so), for the CUDA-graph benchmark.
 """
 
