@@ -560,3 +560,11 @@ def test_the_op_api_makes_a_plugin_and_refuses_bad_calls():
     assert "created: fp32:2,50,64 0" in run.stdout
     assert "misspelled refused: no creator trt_plugin_kit::RmsNormLastAxiz" in run.stdout
     assert "unknown handle refused: no plugin op with handle 99" in run.stdout
+
+
+def test_vit_graph_imports_no_numpy_before_pytorch():
+    """vit_graph's main() loads libplugin_bench.so and PyTorch before NumPy: NumPy first made `import torch`
+    crash on the H200 (exit 139), so importing the module must not import NumPy."""
+    code = "import sys, trt_plugin_kit.models.vit_graph; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

@@ -24,13 +24,13 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
+# No NumPy at import time: NumPy loaded before libplugin_bench.so (RTLD_GLOBAL) and PyTorch made `import torch`
+# crash in its operator registry (exit 139 on the H200 at 599aeb6; any of numpy, models.vit or models.mnist
+# first). The modules that import NumPy are imported in the functions, after main() has loaded both.
 from trt_plugin_kit.benchmarks.cli import open_libraries
 from trt_plugin_kit.benchmarks.library import BenchError, BenchLibrary, find_libraries, parse_outputs
 from trt_plugin_kit.benchmarks.peers import TorchRunner, import_torch, rotation_sets
 from trt_plugin_kit.interface import MODELS_DIR
-from trt_plugin_kit.models import mnist, vit, vit_torch
 
 BATCHES = (1, 64, 1024)
 MAX_SETS = 128  # graphs per measurement, as the LeNet chain
@@ -87,7 +87,9 @@ class PluginKernels:
         return outputs[0]
 
     def rms_norm(self, x, gain):
-        return self._run("RmsNormLastAxis", f"eps=f:{vit.EPS}", [x, gain])
+        from trt_plugin_kit.models.vit import EPS  # noqa: PLC0415 - after PyTorch (the comment above)
+
+        return self._run("RmsNormLastAxis", f"eps=f:{EPS}", [x, gain])
 
     def attention(self, q, k, v):
         return self._run("FlashAttentionTriton", "causal=i:0", [q, k, v])
@@ -98,6 +100,10 @@ class PluginKernels:
 
 def check_against_numpy(torch, modules: dict, params: dict, out: Path) -> dict:
     """Both flavours on the 1,000 validation digits against the NumPy model; PyTorch's logits saved."""
+    import numpy as np  # noqa: PLC0415 - after PyTorch (the comment at the imports)
+
+    from trt_plugin_kit.models import mnist, vit  # noqa: PLC0415
+
     split = mnist.load_split()
     images = mnist.to_tensor(split.validation_images)
     labels = split.validation_labels.astype(np.int64)
@@ -208,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     if torch is None:
         print(f"vit_graph: {why}: nothing measured")
         return 2
+    from trt_plugin_kit.models import vit, vit_torch  # noqa: PLC0415 - NumPy after PyTorch (see the imports)
+
     args.out.mkdir(parents=True, exist_ok=True)
     params = vit.load_weights(MODELS_DIR / "mnist_vit.npz")
     plugins = PluginKernels(lib, torch)
