@@ -24,9 +24,10 @@ import json
 import sys
 from pathlib import Path
 
-# No NumPy at import time: NumPy loaded before libplugin_bench.so (RTLD_GLOBAL) and PyTorch made `import torch`
-# crash in its operator registry (exit 139 on the H200 at 599aeb6; any of numpy, models.vit or models.mnist
-# first). The modules that import NumPy are imported in the functions, after main() has loaded both.
+# No NumPy at import time: NumPy loaded before libplugin_bench.so (RTLD_GLOBAL) and PyTorch made
+# `import torch` crash in its operator registry (exit 139 on the H200 at 599aeb6; any of numpy, models.vit
+# or models.mnist first). The modules that import NumPy are imported in the functions, after main() has
+# loaded both.
 from trt_plugin_kit.benchmarks.cli import open_libraries
 from trt_plugin_kit.benchmarks.library import BenchError, BenchLibrary, find_libraries, parse_outputs
 from trt_plugin_kit.benchmarks.peers import TorchRunner, import_torch, rotation_sets
