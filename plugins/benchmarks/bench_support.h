@@ -107,6 +107,28 @@ inline void writeMessage(char* message, int length, std::string const& text)
     }
 }
 
+//! Runs `body`, turning every exception into a non-zero return and a message.
+template <typename Body>
+inline int guarded(char* message, int messageLength, Body&& body) noexcept
+{
+    try
+    {
+        std::string text;
+        body(text);
+        writeMessage(message, messageLength, text);
+        return 0;
+    }
+    catch (std::exception const& e)
+    {
+        writeMessage(message, messageLength, e.what());
+    }
+    catch (...)
+    {
+        writeMessage(message, messageLength, "unknown exception");
+    }
+    return 1;
+}
+
 // ------------------------------------------------------------------------------------------ parsing
 inline std::string trim(std::string const& s)
 {

@@ -275,28 +275,6 @@ void copy(double bytesDouble, int64_t repetitions, Options const& options, doubl
     results[kRotationBytes] = static_cast<double>(bytes);
 }
 
-//! Runs `body`, turning every exception into a non-zero return and a message.
-template <typename Body>
-int guarded(char* message, int messageLength, Body&& body) noexcept
-{
-    try
-    {
-        std::string text;
-        body(text);
-        writeMessage(message, messageLength, text);
-        return 0;
-    }
-    catch (std::exception const& e)
-    {
-        writeMessage(message, messageLength, e.what());
-    }
-    catch (...)
-    {
-        writeMessage(message, messageLength, "unknown exception");
-    }
-    return 1;
-}
-
 void checkResults(double* results, int resultsLength)
 {
     if (results == nullptr || resultsLength < kResultCount)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "../common/tensor.h"
 
@@ -85,6 +86,21 @@ FlashAttentionPlugin::FlashAttentionPlugin(bool causal, std::optional<float> sca
                TritonKernel("flash_attention", "bf16_d16"), TritonKernel("flash_attention", "bf16_d32"),
                TritonKernel("flash_attention", "bf16_d64"), TritonKernel("flash_attention", "bf16_d128")}
 {
+    // Every tactic variant the library holds (kernel.py's TACTICS), found by name as SwiGLU's are.
+    for (size_t chosen = 0; chosen < mKernels.size(); ++chosen)
+    {
+        std::string const base = mKernels[chosen].image().variant;
+        for (int32_t t = 0;; ++t)
+        {
+            std::string const name = base + "_t" + std::to_string(t);
+            if (findTritonKernelImage("flash_attention", name.c_str()) == nullptr)
+            {
+                break;
+            }
+            mTacticKernels[chosen].emplace_back("flash_attention", name.c_str());
+        }
+        mTacticCount = std::max(mTacticCount, static_cast<int32_t>(mTacticKernels[chosen].size()));
+    }
 }
 
 void FlashAttentionPlugin::outputDataTypes(DataType* outputTypes, DataType const* inputTypes) const
@@ -139,6 +155,8 @@ void FlashAttentionPlugin::attach(IPluginResourceContext* /*context*/)
 // Runtime shapes are concrete: validate, pick the variant, load its module (never in enqueue).
 void FlashAttentionPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc const* out)
 {
+    mChosen = -1;  // until the new shapes are checked and planned, enqueue refuses
+    mTypeHead = -1;
     Dims const& q = in[0].dims;
     checkDims(q, in[1].dims, in[2].dims);
     check(isFloat(in[0].type) && in[1].type == in[0].type && in[2].type == in[0].type &&
@@ -147,14 +165,55 @@ void FlashAttentionPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensor
           dataTypeName(in[2].type), " -> ", dataTypeName(out[0].type));
     check(out[0].dims.nbDims == 4 && volume(out[0].dims) == volume(q), "output ", dimsToString(out[0].dims),
           " is not q's ", dimsToString(q));
-    int32_t const chosen = 4 * typeIndex(in[0].type) + headIndex(q.d[3]);
-    mKernels[chosen].load();
-    mChosen = chosen;
-    int64_t const blockM = mKernels[chosen].constant("BLOCK_M");
-    mGrid = dim3(static_cast<unsigned>(ceilDiv(q.d[2], blockM)), static_cast<unsigned>(q.d[0] * q.d[1]));
     mSeqQ = static_cast<int32_t>(q.d[2]);
     mSeqKv = static_cast<int32_t>(in[1].dims.d[2]);
+    mBatchHeads = q.d[0] * q.d[1];
     mRunScale = mScale.value_or(1.F / std::sqrt(static_cast<float>(q.d[3])));
+    mTypeHead = 4 * typeIndex(in[0].type) + headIndex(q.d[3]);
+    plan();
+}
+
+void FlashAttentionPlugin::selectTactic(int32_t tactic)
+{
+    mTactic = tactic;
+    if (mTypeHead >= 0)
+    {
+        plan();  // TensorRT may call setTactic after onShapeChange: load the module now, never in enqueue
+    }
+}
+
+// The tactic's variant where the (type, D) has it and its shared memory fits this GPU, else the default; its
+// module loaded and its grid.
+void FlashAttentionPlugin::plan()
+{
+    std::vector<TritonKernel>& tactics = mTacticKernels[mTypeHead];
+    int32_t tactic = mTactic - 1;
+    if (tactic >= 0 && tactic < static_cast<int32_t>(tactics.size()))
+    {
+        int device = 0, sharedLimit = 0;
+        checkCuda(cudaGetDevice(&device), "cudaGetDevice");
+        checkCuda(cudaDeviceGetAttribute(&sharedLimit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                  "cudaDeviceGetAttribute(MaxSharedMemoryPerBlockOptin)");
+        if (tactics[tactic].image().sharedBytes > sharedLimit)
+        {
+            tactic = -1;
+        }
+    }
+    else
+    {
+        tactic = -1;
+    }
+    TritonKernel& kernel = tactic >= 0 ? tactics[tactic] : mKernels[mTypeHead];
+    kernel.load();
+    int64_t const blockM = kernel.constant("BLOCK_M");
+    mGrid = dim3(static_cast<unsigned>(ceilDiv(mSeqQ, blockM)), static_cast<unsigned>(mBatchHeads));
+    mChosenTactic = tactic;
+    mChosen = mTypeHead;
+}
+
+TritonKernel const& FlashAttentionPlugin::chosenKernel() const
+{
+    return mChosenTactic >= 0 ? mTacticKernels[mChosen][mChosenTactic] : mKernels[mChosen];
 }
 
 // No allocation, synchronization or host copy: one launch of the module loaded in shapeChanged.
@@ -177,8 +236,8 @@ int32_t FlashAttentionPlugin::enqueueImpl(PluginTensorDesc const* /*inputDesc*/,
         return cudaErrorMisalignedAddress;
     }
     int32_t const causal = mCausal ? 1 : 0;
-    return mKernels[mChosen].launch(mGrid, stream, inputs[0], inputs[1], inputs[2], outputs[0], mSeqQ, mSeqKv,
-                                    mRunScale, causal);
+    return chosenKernel().launch(mGrid, stream, inputs[0], inputs[1], inputs[2], outputs[0], mSeqQ, mSeqKv,
+                                 mRunScale, causal);
 }
 
 void FlashAttentionPlugin::serialize(FieldWriter& writer) const

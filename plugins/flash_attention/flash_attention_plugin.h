@@ -1,11 +1,13 @@
 // FlashAttentionTriton: o = softmax(q . k^T * scale [causal]) . v over [B, H, S, D], one OpenAI Triton kernel
 // (kernel.py, compiled ahead of time into the library) with the online softmax: no S x S matrix in memory,
 // FP32 accumulation. Inputs q [B, H, S_q, D], k and v [B, H, S_kv, D], one type (FP32, FP16, BF16); D one
-// of 16, 32, 64, 128. Fields: causal (0/1), scale (optional; not set: 1 / sqrt(D)).
+// of 16, 32, 64, 128. Fields: causal (0/1), scale (optional; not set: 1 / sqrt(D)). Tactics: kernel.py's
+// TACTICS, launch shapes of the FP16/BF16 kernels at D = 64 and 128, timed by TensorRT on the build GPU.
 #pragma once
 
 #include <array>
 #include <optional>
+#include <vector>
 
 #include "../common/plugin_base.h"
 #include "../common/triton_kernel.h"
@@ -34,14 +36,27 @@ protected:
     TRT_PLUGIN_KIT_CONFIGURE_HOOK
     void attach(nvinfer1::IPluginResourceContext* context) override;
     TRT_PLUGIN_KIT_RUNTIME_HOOKS
+    //! kernel.py's TACTICS (the most any (type, D) has); a tactic a (type, D) lacks runs the default.
+    int32_t nbTactics() const override { return mTacticCount; }
+    void selectTactic(int32_t tactic) override;
 
 private:
+    void plan();
+    TritonKernel const& chosenKernel() const;
+
     bool mCausal;
     std::optional<float> mScale;  // not set: 1 / sqrt(D)
     // kernel.py's variants {fp32, fp16, bf16} x D {16, 32, 64, 128}, index = 4 * type + head size's index.
     std::array<TritonKernel, 12> mKernels;
-    int32_t mChosen{-1};  // -1: no shapes yet
-    dim3 mGrid{0, 0, 0};  // cdiv(S_q, BLOCK_M) x B * H programs
+    // Per default variant, its tactics' variants (<dtype>_d<D>_t<i>) in TACTICS' order; empty for most.
+    std::array<std::vector<TritonKernel>, 12> mTacticKernels;
+    int32_t mTacticCount{0};
+    int32_t mTactic{0};         // 0: the default variant; t: TACTICS[D][t - 1] where it exists and fits
+    int32_t mChosen{-1};        // the default variant of the shapes' (type, D); -1: no shapes yet
+    int32_t mChosenTactic{-1};  // the index into mTacticKernels[mChosen] that runs; -1: the default
+    int32_t mTypeHead{-1};      // the default variant the shapes' (type, D) name; -1: no shapes yet
+    dim3 mGrid{0, 0, 0};        // cdiv(S_q, BLOCK_M) x B * H programs
+    int64_t mBatchHeads{0};
     int32_t mSeqQ{0};
     int32_t mSeqKv{0};
     float mRunScale{0.F};  // the scale the launch passes

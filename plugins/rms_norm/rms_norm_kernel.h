@@ -10,16 +10,52 @@
 namespace trt_plugin_kit
 {
 
-//! How rows map onto threads; the plugin's tactics (TensorRT times them on the build GPU).
+//! How rows map onto threads (blocks of 256); the plugin's tactics (TensorRT times them on the build GPU).
 enum class RmsNormLayout : int32_t
 {
-    kWarpPerRow = 0,   // 32 threads a row, 8 rows a block: short rows, many of them
-    kBlockPerRow = 1,  // 256 threads a row: long rows, or few rows to spread over the GPU
+    kWarpPerRow = 0,   // two passes over the row, 32 threads a row, 8 rows a block: any length or alignment
+    kBlockPerRow = 1,  // two passes, 256 threads a row
+    kWarpCached = 2,   // the row in registers, read once: 32 threads a row, 8 rows a block
+    k64Cached = 3,     // 64 threads a row, 4 rows a block
+    k128Cached = 4,    // 128 threads a row, 2 rows a block
+    kBlockCached = 5,  // 256 threads a row
 };
 
+//! 16-byte packs a thread of a cached layout holds in registers (32 registers).
+constexpr int kRmsNormCachedPacks = 8;
+
+constexpr bool isCached(RmsNormLayout layout)
+{
+    return static_cast<int32_t>(layout) >= static_cast<int32_t>(RmsNormLayout::kWarpCached);
+}
+
+constexpr int64_t threadsPerRow(RmsNormLayout layout)
+{
+    switch (layout)
+    {
+        case RmsNormLayout::kWarpPerRow:
+        case RmsNormLayout::kWarpCached:
+            return 32;
+        case RmsNormLayout::k64Cached:
+            return 64;
+        case RmsNormLayout::k128Cached:
+            return 128;
+        default:
+            return 256;
+    }
+}
+
+//! The longest row (elements) a cached layout holds, for elements of `elementBytes` (4 or 2).
+constexpr int64_t rmsNormCachedLength(RmsNormLayout layout, int64_t elementBytes)
+{
+    return kRmsNormCachedPacks * threadsPerRow(layout) * (16 / elementBytes);
+}
+
 //! FP32, FP16 and BF16 (x, weight and y of one type), FP32 accumulation. 128-bit accesses when length is a
-//! multiple of 16 bytes' worth of elements and the three pointers are 16-byte aligned. Returns the launch
-//! status; allocates nothing and never synchronizes.
+//! multiple of 16 bytes' worth of elements and the three pointers are 16-byte aligned; otherwise element by
+//! element with the two-pass layout of as many threads (a cached layout needs the packs). A cached layout
+//! with a row longer than rmsNormCachedLength returns cudaErrorInvalidValue (the plugin plans around it).
+//! Returns the launch status; allocates nothing and never synchronizes.
 cudaError_t launchRmsNorm(ElementType type, RmsNormLayout layout, void const* x, void const* weight, void* y,
                           int64_t rows, int64_t length, float eps, cudaStream_t stream);
 

@@ -1,6 +1,7 @@
 // RmsNormLastAxis: y = x * rsqrt(mean(x^2 over the last axis) + eps) * weight (RMSNorm of LLaMA & co.).
 // Inputs x (rank 1 to 8) and weight ([H], x's type); FP32, FP16, BF16; FP32 accumulation. Field: eps.
-// Two tactics, timed by TensorRT on the build GPU: one row per warp, one row per block.
+// Six tactics, timed by TensorRT on the build GPU (rms_norm_kernel.h's layouts): the row held in registers
+// by 32, 64, 128 or 256 threads, or walked twice by a warp or a block.
 #pragma once
 
 #include <array>
@@ -25,8 +26,8 @@ protected:
     TRT_PLUGIN_KIT_BUILD_HOOKS
     TRT_PLUGIN_KIT_CONFIGURE_HOOK
     TRT_PLUGIN_KIT_RUNTIME_HOOKS
-    // Tactic 1: a warp a row; 2: a block a row; 0 (not timed): by the row length.
-    int32_t nbTactics() const override { return 2; }
+    // Tactic t >= 1: layout t - 1 (rms_norm_kernel.h); 0 (not timed): by the row length.
+    int32_t nbTactics() const override;
     void selectTactic(int32_t tactic) override { mTactic = tactic; }
 
 private:
@@ -36,6 +37,7 @@ private:
     int32_t mTactic{0};
     int64_t mRows{0};    // x viewed as [rows, length]
     int64_t mLength{0};  // H
+    int64_t mElementBytes{4};
 };
 
 using RmsNormCreator = PluginCreator<RmsNormPlugin>;

@@ -519,3 +519,52 @@ def test_workspace_holds_cublas_and_the_padded_product():
     for case_id, (rows, outputs, element_bytes) in EXPECTED.items():
         assert got[case_id] == CUBLAS_WORKSPACE + padded_reserve(rows, outputs, element_bytes), case_id
     assert got["mnist/b1024/fc1/fp16/1024x50x4x4->500"] - CUBLAS_WORKSPACE == MIB
+
+
+OP_API_SCRIPT = """
+import ctypes, sys
+from pathlib import Path
+from trt_plugin_kit.benchmarks.library import BenchError, BenchLibrary
+from trt_plugin_kit.models.vit_graph import PluginKernels
+build = Path(sys.argv[1])
+ops = PluginKernels(BenchLibrary(build / "libplugin_bench.so", build / "libtrt_plugin_kit.so"), None)
+c, handle = ops.lib.lib, ctypes.c_int(-1)
+made = ops._call(c.tpk_bench_op_create, b"RmsNormLastAxis", b"eps=f:1e-06", b"fp32:2,50,64;fp32:64",
+                 ctypes.byref(handle))
+print("created:", made, handle.value)
+for name, call in (
+    ("misspelled", lambda: ops._call(c.tpk_bench_op_create, b"RmsNormLastAxiz", b"", b"fp32:4;fp32:4",
+                                     ctypes.byref(handle))),
+    ("unknown handle", lambda: ops._call(c.tpk_bench_op_enqueue, 99, None, None, None)),
+):
+    try:
+        call()
+        print(name, "accepted")
+    except BenchError as error:
+        print(name, "refused:", error)
+"""
+
+
+def test_the_op_api_makes_a_plugin_and_refuses_bad_calls():
+    """libplugin_bench.so's tpk_bench_op_* (models/vit_graph.py's plugins), without a GPU: RmsNormLastAxis
+    made through TensorRT's build sequence, attached and shaped reports its output; a misspelled plugin and an
+    unknown handle are refused with the reason, and nothing crashes."""
+    dirs = built_library_dirs()
+    if not dirs:
+        pytest.skip("no built libplugin_bench.so (make test builds it; or set TPK_BENCH_BUILD_DIR)")
+    run = subprocess.run(
+        [sys.executable, "-c", OP_API_SCRIPT, str(dirs[0])],
+        capture_output=True, text=True, timeout=120, cwd=REPO_ROOT,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "created: fp32:2,50,64 0" in run.stdout
+    assert "misspelled refused: no creator trt_plugin_kit::RmsNormLastAxiz" in run.stdout
+    assert "unknown handle refused: no plugin op with handle 99" in run.stdout
+
+
+def test_vit_graph_imports_no_numpy_before_pytorch():
+    """vit_graph's main() loads libplugin_bench.so and PyTorch before NumPy: NumPy first made `import torch`
+    crash on the H200 (exit 139), so importing the module must not import NumPy."""
+    code = "import sys, trt_plugin_kit.models.vit_graph; print('numpy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stdout + out.stderr

@@ -1,7 +1,8 @@
 """mnist_vit served by the real tritonserver on the CPU (model_repository/mnist_vit/: the plugin_onnx stand-in
 of model.onnx, the plugin flavour TensorRT builds its engine from): its answers over HTTP and gRPC are the
-NumPy model's (trt_plugin_kit/models/vit.py, the committed weights) on validation digits, its accuracy on
-them is the record's, and the mnist clients take it (`eval --raw --model mnist_vit`)."""
+NumPy model's (trt_plugin_kit/models/vit.py, the committed weights) on validation digits, and PyTorch's
+(the logits its module gave on a GPU, recorded), its accuracy on them is the record's, and the mnist clients
+take it (`eval --raw --model mnist_vit`)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ from trt_plugin_kit.models import mnist, vit
 
 MODEL = MNIST_VIT
 DIGITS = 48  # validation digits sent (in batches of 16): enough for every class, little CPU
+# PyTorch's logits of the 1,000 validation digits: mnist_vit's PyTorch module (models/vit_torch.py, FP32, TF32
+# off) on the H200, written by `python3 -m trt_plugin_kit.models.vit_graph` (scripts/gpu_transformer.sh).
+TORCH_LOGITS = MODELS_DIR / "mnist_vit_torch_logits.npy"
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +70,27 @@ def test_served_answers_are_the_numpy_models(server, digits, protocol):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     assert np.array_equal(got.argmax(axis=1), want.argmax(axis=1))
     assert np.mean(got.argmax(axis=1) == labels) >= 0.95
+
+
+@pytest.fixture(scope="module")
+def torch_logits():
+    if not TORCH_LOGITS.is_file():  # before the server starts: nothing to compare with yet
+        pytest.skip(f"{TORCH_LOGITS.name} not recorded: scripts/gpu_transformer.sh on a GPU host writes it")
+    logits = np.load(TORCH_LOGITS)
+    assert logits.shape == (1000, 10) and logits.dtype == np.float32 and np.all(np.isfinite(logits))
+    return logits
+
+
+@pytest.mark.parametrize("protocol", [_http, _grpc], ids=["http", "grpc"])
+def test_served_answers_are_pytorchs(torch_logits, server, digits, protocol):
+    """The served probabilities are the softmax of PyTorch's recorded logits; the predictions PyTorch's."""
+    images, _labels = digits
+    logits = torch_logits[:DIGITS].astype(np.float64)
+    want = np.exp(logits - logits.max(axis=1, keepdims=True))
+    want /= want.sum(axis=1, keepdims=True)
+    got = np.concatenate([protocol(server, images[i : i + 16]) for i in range(0, DIGITS, 16)])
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
+    assert np.array_equal(got.argmax(axis=1), logits.argmax(axis=1))
 
 
 def test_the_mnist_client_evaluates_it(server, digits):

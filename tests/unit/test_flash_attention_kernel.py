@@ -27,11 +27,21 @@ def _load(path, name):
 
 
 def test_the_head_sizes_the_reference_accepts_are_the_ones_compiled():
-    """The plugin asks kernel.py for '<type>_d<D>' with D one of the reference's (and the spec's) sizes."""
+    """The plugin asks kernel.py for '<type>_d<D>' with D one of the reference's (and the spec's) sizes, and
+    for its tactics' '<type>_d<D>_t<i>' (FP16/BF16 at the heads TACTICS lists, a handful each)."""
     kernel = _load(FOLDER / "kernel.py", "fa_kernel_variants")
     reference = _load(FOLDER / "reference.py", "fa_reference")
     assert kernel.HEAD_SIZES == reference.HEAD_SIZES
-    assert set(kernel.VARIANTS) == {f"{t}_d{d}" for t in ("fp32", "fp16", "bf16") for d in kernel.HEAD_SIZES}
+    defaults = {f"{t}_d{d}" for t in ("fp32", "fp16", "bf16") for d in kernel.HEAD_SIZES}
+    tactics = {
+        f"{t}_d{d}_t{i}"
+        for t in kernel.TACTIC_TYPES
+        for d, shapes in kernel.TACTICS.items()
+        for i in range(len(shapes))
+    }
+    assert set(kernel.TACTICS) <= set(kernel.HEAD_SIZES)
+    assert all(1 <= len(shapes) <= 6 for shapes in kernel.TACTICS.values())  # CI compiles every one
+    assert set(kernel.VARIANTS) == defaults | tactics
 
 
 def test_an_online_softmax_without_its_rescaling_is_caught(tmp_path):

@@ -107,6 +107,10 @@ void addAttentionCases(harness::Suite& suite)
             attentionCase(type, {2, 1, 5, 97, 64}, false, 0.3F, true));          // S_q != S_kv, scale
         suite.cases.push_back(attentionCase(type, {1, 3, 129, 65, 128}, true));  // causal, S_kv < S_q
         suite.cases.push_back(attentionCase(type, {4, 8, 256, 256, 64}, false));
+        // the tactics' 128-query blocks: causal with keys left of the diagonal unmasked, S_kv not a multiple
+        // of any key block
+        suite.cases.push_back(attentionCase(type, {1, 2, 300, 300, 64}, true));
+        suite.cases.push_back(attentionCase(type, {1, 2, 200, 333, 128}, false));
         suite.cases.push_back(attentionCase(type, {1, 2, 1024, 1024, 128}, true));
         suite.cases.push_back(attentionCase(type, {1, 1, 4096, 4096, 64}, false));  // a long sequence
     }

@@ -62,6 +62,8 @@ void addRmsNormCases(harness::Suite& suite)
         suite.cases.push_back(rmsNormCase(type, {4096, 4096}));             // an LLM's hidden size
         suite.cases.push_back(rmsNormCase(type, {3, 9000}));                // long rows, few: block a row
         suite.cases.push_back(rmsNormCase(type, {70000, 128}));             // many short rows
+        suite.cases.push_back(rmsNormCase(type, {5, 2048}));    // rows past the end of a block's last rows
+        suite.cases.push_back(rmsNormCase(type, {300, 1024}));  // a warp's registers full (FP32)
     }
     DataType const f32 = DataType::kFLOAT;
     suite.shapeErrors.push_back({"RmsNormLastAxis",
