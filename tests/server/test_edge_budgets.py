@@ -426,20 +426,29 @@ def rss_of(pid: int) -> int:
 
 
 class HonestHttp(Honest):
-    """The same honest client over HTTP, against the whole server (l2norm, binary tensors)."""
+    """The same honest client over HTTP, against the whole server (binary tensors): l2norm, or mnist where
+    the attack is allowed work on l2norm itself (a model's queue is first come, first served)."""
+
+    def __init__(self, front, model: str = "l2norm"):
+        super().__init__(front)
+        self.model = model
 
     def _run(self) -> None:
         import numpy as np  # noqa: PLC0415
         import tritonclient.http as httpclient  # noqa: PLC0415
 
         client = httpclient.InferenceServerClient(url=self.front.http_url, network_timeout=10)
-        tensor = httpclient.InferInput("vector", [1, 2], "FP32")
-        tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
+        if self.model == "mnist":
+            tensor = httpclient.InferInput("image", [1, 1, 28, 28], "FP32")
+            tensor.set_data_from_numpy(np.zeros((1, 1, 28, 28), dtype=np.float32))
+        else:
+            tensor = httpclient.InferInput("vector", [1, 2], "FP32")
+            tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
         try:
             while not self.stop.is_set():
                 started = time.monotonic()
                 try:
-                    client.infer("l2norm", [tensor])
+                    client.infer(self.model, [tensor])
                     status = "OK"
                 except Exception as error:  # noqa: BLE001 - kept, and asserted on
                     status = f"{type(error).__name__}: {error}"
@@ -449,9 +458,13 @@ class HonestHttp(Honest):
             client.close()
 
 
-def http_attacker(server) -> socket.socket:
+def http_attacker(server, receive_buffer: int | None = None) -> socket.socket:
+    """A connection from the attacker's address; `receive_buffer`: its socket's, set before connecting so
+    that the TCP window stays that small (a client that does not read then shows a zero window at once)."""
     host, _, port = server.http_url.rpartition(":")
     connection = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if receive_buffer is not None:
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
     connection.bind((ATTACKER, 0))
     connection.settimeout(10)
     connection.connect((host, int(port)))
@@ -493,6 +506,79 @@ def test_http_bodies_past_the_byte_budget_are_refused_at_once_and_memory_returns
     time.sleep(1)
     kept = rss_of(edge) - rss_before
     assert kept < 48 << 20, f"the HTTP front kept {kept >> 20} MiB after the burst"
+    assert triton_server.edge_process.pid == edge and triton_server.is_running()
+
+
+def classification_request() -> bytes:
+    """l2norm asked for 4096 classes of 64 vectors of 4096 values, gzipped: 1.3 KB uploaded, a 4.1 MB
+    answer (the issue's table: ~1 KB pinned ~4.4 MB of unsendable answer in the front)."""
+    import json  # noqa: PLC0415
+
+    vectors = bytes(struct.pack("<f", 1.0) * (64 * 4096))
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "vector",
+                    "datatype": "FP32",
+                    "shape": [64, 4096],
+                    "parameters": {"binary_data_size": len(vectors)},
+                }
+            ],
+            "outputs": [{"name": "normalized", "parameters": {"classification": 4096}}],
+        }
+    ).encode()
+    body = gzip.compress(header + vectors)
+    head = (
+        f"POST /v2/models/l2norm/infer HTTP/1.1\r\nHost: edge\r\nContent-Length: {len(body)}\r\n"
+        f"Content-Encoding: gzip\r\nInference-Header-Content-Length: {len(header)}\r\n\r\n"
+    ).encode()
+    return head + body
+
+
+def read_until_closed(connection: socket.socket) -> tuple[bytes, bool]:
+    """What the connection holds (its first bytes), and whether the server had ended it."""
+    connection.settimeout(1)
+    first, received = b"", 0
+    try:
+        while chunk := connection.recv(1 << 20):
+            first, received = (first or chunk[:64]), received + len(chunk)
+    except (ConnectionResetError, BrokenPipeError):
+        return first, True
+    except TimeoutError:
+        return first, False
+    return first, True
+
+
+def test_http_answers_not_read_are_budgeted_and_end_with_their_deadline(triton_server):
+    """Observed: a zero window and l2norm's classification=4096 pinned ~4.4 MB of unsendable answer per
+    ~1 KB request in the front (+1.2 GB). Answers not yet sent are held in the HTTP front's byte budget:
+    past the peer's share a request is refused 429 at once; an answer not read within the answer deadline
+    ends its connection and its bytes are given back."""
+    edge = triton_server.edge_process.pid
+    rss_before = rss_of(edge)
+    request = classification_request()
+    connections = []
+    with HonestHttp(triton_server, model="mnist"):
+        for _ in range(64):  # 64 x 4.1 MB: well past the peer's share, well below its connection cap
+            connection = http_attacker(triton_server, receive_buffer=4096)
+            connection.sendall(request)
+            connections.append(connection)
+        time.sleep(4)  # every answer made or refused; none read
+        grown = rss_of(edge) - rss_before
+        time.sleep(limits.ANSWER_TIMEOUT_S + 3)  # past the answer deadline of the last answer made
+        outcomes = [read_until_closed(connection) for connection in connections]
+    for connection in connections:
+        connection.close()
+    refused = [first for first, _ in outcomes if first.startswith(b"HTTP/1.1 429")]
+    pinned = [closed for first, closed in outcomes if first.startswith(b"HTTP/1.1 200")]
+    assert refused and len(refused) + len(pinned) == len(connections), [first for first, _ in outcomes][:4]
+    assert all(pinned), f"{pinned.count(False)} of {len(pinned)} unread answers still held open"
+    budget = limits.BUFFER_BYTES_PER_PEER + (48 << 20)
+    assert grown < budget, f"the HTTP front grew {grown >> 20} MiB for one peer's unread answers"
+    time.sleep(1)
+    kept = rss_of(edge) - rss_before
+    assert kept < 48 << 20, f"the HTTP front kept {kept >> 20} MiB after the unread answers ended"
     assert triton_server.edge_process.pid == edge and triton_server.is_running()
 
 

@@ -329,6 +329,50 @@ def error_response(refusal: Refused) -> web.Response:
     return web.json_response({"error": str(refusal)}, status=refusal.status)
 
 
+class HeldAnswer(web.Response):
+    """tritonserver's answer on its way to the client, its bytes in the front's byte budget until the
+    client has taken them (all but what the transport's write buffer keeps below its high-water mark). A
+    client that does not read it within limits.ANSWER_TIMEOUT_S (a zero TCP window, a slow reader; no
+    progress renews it) loses the connection, and the budget is given back."""
+
+    _holding: Holding | None = None
+
+    def hold(self, holding: Holding) -> None:
+        """Hold this answer's bytes instead of the request's, or Refused (429/503) if they do not fit."""
+        holding.resize(len(self.body or b""))
+        self._holding = holding
+
+    def _let_go(self) -> None:
+        if self._holding is not None:
+            self._holding.release()
+            self._holding = None
+
+    async def prepare(self, request: web.BaseRequest):
+        try:
+            return await super().prepare(request)
+        except BaseException:
+            self._let_go()
+            raise
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        transport = self._req.transport if self._req is not None else None
+        # The headers on their own: aiohttp would otherwise join them to the body (a copy of the whole
+        # answer, held as long as the client does not read it) on the Pythons where writelines is unsafe.
+        send_headers = getattr(self._payload_writer, "send_headers", None)  # aiohttp >= 3.12
+        if send_headers is not None and not self._eof_sent:
+            send_headers()
+        try:
+            async with limits.time_limit(limits.ANSWER_TIMEOUT_S):
+                await super().write_eof(data)
+        except asyncio.TimeoutError:
+            if transport is not None:
+                reset_on_close(transport)
+                transport.abort()
+            raise ConnectionResetError("the client did not take its answer in time") from None
+        finally:
+            self._let_go()
+
+
 class _EdgeRequestHandler(web_protocol.RequestHandler):
     """aiohttp's connection handler, answering what its HTTP parser refuses in Triton's JSON error form,
     without echoing the request or logging a traceback per malformed request (a log flood)."""
@@ -404,15 +448,22 @@ class HttpFront:
         holding = Holding(self.budget, peer_key(request.remote))
         try:
             response = await self._handle(request, holding)
+            if isinstance(response, HeldAnswer):
+                # The answer's bytes are held in place of the request's until the client has taken them.
+                response.hold(holding)
+            else:
+                holding.release()
         except Refused as refusal:
+            holding.release()
             response = error_response(refusal)
             if refusal.status in (408, 413, 415, 429, 503):
                 # The rest of an unread body is not worth reading: answer, then close the connection.
                 response.force_close()
             if getattr(refusal, "retry_after", None):
                 response.headers["Retry-After"] = str(refusal.retry_after)
-        finally:
+        except BaseException:
             holding.release()
+            raise
         response.headers["Server"] = SERVER_NAME
         return response
 
@@ -487,7 +538,7 @@ class HttpFront:
         forwarded = {
             key: answer.headers[key.lower()] for key in FORWARDED_BACK if key.lower() in answer.headers
         }
-        return web.Response(status=answer.status, body=answer.body, headers=forwarded)
+        return HeldAnswer(status=answer.status, body=answer.body, headers=forwarded)
 
 
 def _canonical_model(parts: dict) -> str:
