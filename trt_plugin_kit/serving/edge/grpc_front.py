@@ -11,6 +11,13 @@ metadata are dropped). Responses come back from tritonserver as bytes and are pa
 Where the compiled front is built (edge/native, started by native_front.py), it holds the public port and
 answers ModelInfer itself under these rules; this front then listens on a private Unix socket and answers the
 other methods, which the binary relays with only the admin-key metadata.
+
+Where it holds the public port itself (the compiled front not built: the GPU image), its budgets are those
+grpc core lets it keep: calls in flight per front (grpcio's maximum_concurrent_rpcs), per connection (HTTP/2
+streams) and per peer (counted here); bytes held for a peer and for the front, a request's from its handler
+until its answer is sent (edge/budget.py's books); the handshake and idle deadlines; no compressed message
+at all (grpc core would inflate any method's). What grpc core gives no hook for (connections per peer at
+accept, an answer deadline, messages still being received) only the compiled front bounds.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.budget import Budget, Holding, peer_key
 from trt_plugin_kit.serving.edge.policy import (
     CONTENTS,
     MODEL_CONTROL_REFUSAL,
+    PEER_CALLS_REFUSAL,
     SERVICE,
     UNREACHABLE,
 )
@@ -160,40 +169,95 @@ def _set_parameters(target, parameters: dict) -> None:
             target[key].string_param = value
 
 
+def peer_of_call(context) -> str | None:
+    """The budget key of a call's peer ("ipv4:1.2.3.4:5", "ipv6:[::1]:5"), None for a Unix socket's (the
+    compiled front relaying: its clients were budgeted there)."""
+    kind, _, address = (context.peer() or "").partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return None
+    return peer_key(address.rpartition(":")[0].strip("[]"))
+
+
 class GrpcFront:
     def __init__(self, upstream: Upstream, admin_key: str | None, ready=None):
         self.upstream = upstream
         self.admin_key = admin_key
         self.ready = ready
         self.channel: grpc.aio.Channel | None = None
+        self.budget = Budget()
+        self.peer_calls: dict[str, int] = {}
 
-    def server(self, tls: dict | None = None) -> grpc.aio.Server:
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", -1),
-                ("grpc.max_concurrent_streams", limits.MAX_GRPC_STREAMS_PER_CONNECTION),
-                ("grpc.max_metadata_size", limits.MAX_GRPC_METADATA_BYTES),
-                ("grpc.so_reuseport", 0),
-            ],
-            maximum_concurrent_rpcs=limits.MAX_GRPC_CONCURRENT_RPCS,
-        )
+    def server(self, public: bool = True) -> grpc.aio.Server:
+        """The server; ``public``: on the public port (else the compiled front's private relay, whose
+        connection stays open between calls and which never relays a compressed message)."""
+        options = [
+            ("grpc.max_receive_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.max_concurrent_streams", limits.MAX_GRPC_STREAMS_PER_CONNECTION),
+            ("grpc.max_metadata_size", limits.MAX_GRPC_METADATA_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+        if public:
+            options += [
+                # Nothing but the preface within the handshake time: closed; no call for the idle time
+                # (the client's SETTINGS end grpc core's handshake): GOAWAY. PINGs renew neither.
+                ("grpc.server_handshake_timeout_ms", int(limits.HANDSHAKE_TIMEOUT_S * 1000)),
+                ("grpc.max_connection_idle_ms", int(limits.IDLE_TIMEOUT_S * 1000)),
+                # Identity only: grpc core would inflate a message to any method, before a handler could
+                # refuse it (UNIMPLEMENTED "Compression algorithm 'gzip' is disabled.").
+                ("grpc.compression_enabled_algorithms_bitset", 1),
+            ]
+        server = grpc.aio.server(options=options, maximum_concurrent_rpcs=limits.MAX_GRPC_CONCURRENT_RPCS)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self.handlers()),))
         return server
 
     def handlers(self) -> dict:
         """Every method a client may call, by name (the native front takes this list as its allowlist)."""
-        handlers = {"ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer)}
+        chosen = {"ModelInfer": self.model_infer}
         for name, (message_type, _) in _PUBLIC.items():
-            handlers[name] = grpc.unary_unary_rpc_method_handler(self._public(name, message_type))
+            chosen[name] = self._public(name, message_type)
         for name, message_type in _ADMIN.items():
-            handlers[name] = grpc.unary_unary_rpc_method_handler(self._admin(name, message_type))
+            chosen[name] = self._admin(name, message_type)
         for name in ("RepositoryModelLoad", "RepositoryModelUnload"):
-            handlers[name] = grpc.unary_unary_rpc_method_handler(self._model_control())
-        handlers["ModelStreamInfer"] = grpc.unary_unary_rpc_method_handler(
-            self._not_served("ModelStreamInfer")
-        )
-        return handlers
+            chosen[name] = self._model_control()
+        chosen["ModelStreamInfer"] = self._not_served("ModelStreamInfer")
+        return {
+            name: grpc.unary_unary_rpc_method_handler(self._budgeted(handler))
+            for name, handler in chosen.items()
+        }
+
+    def _budgeted(self, handler):
+        """The handler within its peer's budgets: calls in flight, and the bytes of its request, then of its
+        answer, held until the call is over (its answer sent or the call ended); past one: RESOURCE_EXHAUSTED
+        at once."""
+
+        async def budgeted(raw_request: bytes, context) -> bytes:
+            peer = peer_of_call(context)
+            if peer is None:
+                return await handler(raw_request, context)
+            if self.peer_calls.get(peer, 0) >= limits.MAX_GRPC_CONCURRENT_RPCS_PER_PEER:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, PEER_CALLS_REFUSAL)
+            holding = Holding(self.budget, peer)
+            try:
+                holding.take(len(raw_request))
+            except Refused as refusal:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refusal))
+            self.peer_calls[peer] = self.peer_calls.get(peer, 0) + 1
+            context.add_done_callback(lambda _context: self._call_over(peer, holding))
+            answer = await handler(raw_request, context)
+            try:
+                holding.resize(len(answer))
+            except Refused as refusal:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refusal))
+            return answer
+
+        return budgeted
+
+    def _call_over(self, peer: str, holding: Holding) -> None:
+        holding.release()
+        calls = self.peer_calls.pop(peer) - 1
+        if calls:
+            self.peer_calls[peer] = calls
 
     async def open(self) -> None:
         self.channel = grpc.aio.insecure_channel(
