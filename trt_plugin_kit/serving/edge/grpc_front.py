@@ -38,6 +38,7 @@ from trt_plugin_kit.serving.edge.policy import (
     PEER_CALLS_REFUSAL,
     SERVICE,
     UNREACHABLE,
+    refusal,
 )
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
@@ -86,43 +87,42 @@ def _parameters(mapping, where: str) -> dict:
     """A protobuf map, in its keys' order: a map has none of its own, and the first parameter refused must
     be the same for every rule that judges it (the compiled front's too)."""
     if len(mapping) > limits.MAX_PARAMETERS:
-        raise Refused(f"{where}: at most {limits.MAX_PARAMETERS} parameters")
+        raise Refused(refusal("parameter_count", where=where, most=limits.MAX_PARAMETERS))
     return {key: _parameter_value(mapping[key]) for key in sorted(mapping)}
 
 
 def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
     request = InferRequest(model=message.model_name, version=message.model_version, id=message.id)
     if not NAME.match(request.model):
-        raise Refused("unknown model", grpc_code="NOT_FOUND")
+        raise Refused(refusal("unknown_model_name"), grpc_code="NOT_FOUND")
     if request.version and not VERSION.match(request.version):
-        raise Refused("unknown model version", grpc_code="NOT_FOUND")
-    request.parameters = _parameters(message.parameters, "the request")
+        raise Refused(refusal("unknown_version_name"), grpc_code="NOT_FOUND")
+    request.parameters = _parameters(message.parameters, refusal("where_request"))
     if not 1 <= len(message.inputs) <= limits.MAX_INPUTS:
-        raise Refused(f"the request needs 1..{limits.MAX_INPUTS} inputs")
+        raise Refused(refusal("input_count", most=limits.MAX_INPUTS))
     raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):
-        raise Refused(f"{len(raw)} raw_input_contents for {len(message.inputs)} inputs")
+        raise Refused(refusal("raw_count", raw=len(raw), inputs=len(message.inputs)))
     for position, tensor in enumerate(message.inputs):
         name = tensor.name
         if not NAME.match(name):
-            raise Refused(f"inputs[{position}] needs a valid name")
-        where = f"input {name!r}"
+            raise Refused(refusal("input_name", position=position))
+        where = refusal("where_input", name=repr(name))
         if tensor.datatype not in DATATYPE_BYTES:
-            raise Refused(f"{where}: unknown datatype {tensor.datatype[:16]!r}")
+            raise Refused(refusal("unknown_datatype", where=where, datatype=repr(tensor.datatype[:16])))
         shape = list(tensor.shape)
         parsed = ParsedInput(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
         has_contents = tensor.HasField("contents")
         if raw:
             if has_contents:
-                raise Refused(f"{where}: both contents and raw_input_contents")
+                raise Refused(refusal("contents_and_raw", where=where))
             parsed.raw = raw[position]
         elif has_contents:
             parsed.raw = _contents_to_raw(tensor.contents, tensor.datatype, where)
         request.inputs.append(parsed)
     for output in message.outputs:
-        request.outputs.append(
-            ParsedOutput(output.name, _parameters(output.parameters, f"output {output.name!r}"))
-        )
+        where = refusal("where_output", name=repr(output.name))
+        request.outputs.append(ParsedOutput(output.name, _parameters(output.parameters, where)))
     return request
 
 
@@ -130,16 +130,16 @@ def _contents_to_raw(contents: pb.InferTensorContents, datatype: str, where: str
     if datatype == "BYTES":
         return serialize_bytes_elements(list(contents.bytes_contents))
     if datatype not in CONTENTS:
-        raise Refused(f"{where}: {datatype} must be sent in raw_input_contents")
+        raise Refused(refusal("raw_only", where=where, datatype=datatype))
     field, numpy_type = CONTENTS[datatype]
     others = [f.name for f, _ in contents.ListFields() if f.name != field]
     if others:
-        raise Refused(f"{where}: {others[0]} does not carry {datatype}")
+        raise Refused(refusal("contents_field", where=where, field=others[0], datatype=datatype))
     values = getattr(contents, field)
     if np.issubdtype(numpy_type, np.integer) and values:  # int_contents carries INT8 too: refuse, never wrap
         bounds = np.iinfo(numpy_type)
         if min(values) < bounds.min or max(values) > bounds.max:
-            raise Refused(f"{where}: a value of {field} is out of range for {datatype}")
+            raise Refused(refusal("contents_range", where=where, field=field, datatype=datatype))
     return np.asarray(values, dtype=numpy_type).tobytes()
 
 
@@ -148,7 +148,7 @@ def encode_model_infer(request: InferRequest) -> bytes:
     _set_parameters(message.parameters, request.parameters)
     with_data = [tensor.raw is not None for tensor in request.inputs]
     if any(with_data) and not all(with_data):
-        raise Refused("inputs in shared memory and inputs with data cannot be mixed in one request")
+        raise Refused(refusal("mixed_data"))
     for tensor in request.inputs:
         entry = message.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
         _set_parameters(entry.parameters, tensor.parameters)
@@ -240,15 +240,15 @@ class GrpcFront:
             holding = Holding(self.budget, peer)
             try:
                 holding.take(len(raw_request))
-            except Refused as refusal:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refusal))
+            except Refused as refused:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
             self.peer_calls[peer] = self.peer_calls.get(peer, 0) + 1
             context.add_done_callback(lambda _context: self._call_over(peer, holding))
             answer = await handler(raw_request, context)
             try:
                 holding.resize(len(answer))
-            except Refused as refusal:
-                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refusal))
+            except Refused as refused:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
             return answer
 
         return budgeted
@@ -299,11 +299,11 @@ class GrpcFront:
                 parse_model_infer(pb.ModelInferRequest.FromString(raw_request)), self.upstream.models
             )
             payload = encode_model_infer(request)
-        except Refused as refusal:
-            await context.abort(getattr(grpc.StatusCode, refusal.grpc_code), str(refusal))
+        except Refused as refused:
+            await context.abort(getattr(grpc.StatusCode, refused.grpc_code), str(refused))
         except Exception as error:  # noqa: BLE001 - a message protobuf cannot parse
             await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"malformed request ({type(error).__name__})"
+                grpc.StatusCode.INVALID_ARGUMENT, refusal("malformed_why", why=type(error).__name__)
             )
         return await self._call("ModelInfer", payload, context, request.model)
 
@@ -320,8 +320,8 @@ class GrpcFront:
             if model and model not in self.upstream.models:
                 if method == "ModelReady":  # as Triton answers it: not ready, no error
                     return pb.ModelReadyResponse(ready=False).SerializeToString()
-                refusal = unknown_model(model)
-                await context.abort(grpc.StatusCode.NOT_FOUND, str(refusal))
+                refused = unknown_model(model)
+                await context.abort(grpc.StatusCode.NOT_FOUND, str(refused))
             version = getattr(message, "version", "")
             if version and not VERSION.match(version):
                 await context.abort(grpc.StatusCode.NOT_FOUND, "unknown model version")

@@ -26,7 +26,7 @@ from aiohttp import web, web_protocol
 from trt_plugin_kit.interface import ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits, wire_json
 from trt_plugin_kit.serving.edge.budget import Budget, Holding, peer_key, peer_of, reset_on_close
-from trt_plugin_kit.serving.edge.policy import MODEL_CONTROL_REFUSAL, UNREACHABLE
+from trt_plugin_kit.serving.edge.policy import MODEL_CONTROL_REFUSAL, UNREACHABLE, refusal
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
@@ -218,7 +218,7 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         name = fields.get("name")
         if not isinstance(name, str) or not NAME.match(name):
             raise Refused(f"inputs[{position}] needs a valid 'name'")
-        where = f"input {name!r}"
+        where = refusal("where_input", name=repr(name))
         datatype = fields.get("datatype")
         if datatype not in DATATYPE_BYTES:
             raise Refused(f"{where}: unknown datatype {str(datatype)[:16]!r}")
@@ -251,7 +251,9 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         if not isinstance(fields.get("name"), str):
             raise Refused(f"outputs[{position}] needs a 'name'")
         request.outputs.append(
-            ParsedOutput(fields["name"], _parameters(fields, f"output {fields['name']!r}"))
+            ParsedOutput(
+                fields["name"], _parameters(fields, refusal("where_output", name=repr(fields["name"])))
+            )
         )
     return request
 
@@ -325,8 +327,8 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
 # ------------------------------------------------------------------------------------------------ server
 
 
-def error_response(refusal: Refused) -> web.Response:
-    return web.json_response({"error": str(refusal)}, status=refusal.status)
+def error_response(refused: Refused) -> web.Response:
+    return web.json_response({"error": str(refused)}, status=refused.status)
 
 
 class HeldAnswer(web.Response):
@@ -453,14 +455,14 @@ class HttpFront:
                 response.hold(holding)
             else:
                 holding.release()
-        except Refused as refusal:
+        except Refused as refused:
             holding.release()
-            response = error_response(refusal)
-            if refusal.status in (408, 413, 415, 429, 503):
+            response = error_response(refused)
+            if refused.status in (408, 413, 415, 429, 503):
                 # The rest of an unread body is not worth reading: answer, then close the connection.
                 response.force_close()
-            if getattr(refusal, "retry_after", None):
-                response.headers["Retry-After"] = str(refusal.retry_after)
+            if getattr(refused, "retry_after", None):
+                response.headers["Retry-After"] = str(refused.retry_after)
         except BaseException:
             holding.release()
             raise
