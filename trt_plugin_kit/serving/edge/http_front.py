@@ -340,7 +340,7 @@ class HeldAnswer(web.Response):
     _holding: Holding | None = None
 
     def hold(self, holding: Holding) -> None:
-        """Hold this answer's bytes instead of the request's, or Refused (429/503) if they do not fit."""
+        """Hold this answer's bytes instead of the request's (_forward took them as they were read)."""
         holding.resize(len(self.body or b""))
         self._holding = holding
 
@@ -496,7 +496,7 @@ class HttpFront:
         if chosen.admin:
             headers.update(self.upstream.admin_headers)
         # Routed above: only name segments, so the raw path is already the canonical one.
-        return await self._forward(request.method, target, body, headers, model)
+        return await self._forward(request.method, target, body, headers, model, holding)
 
     async def _health(self, name: str, parts: dict) -> web.Response:
         if name == "live":
@@ -520,16 +520,20 @@ class HttpFront:
             parsed = self._parse_and_check(model, version, body, header_length)
         encoded, encoded_header_length = encode_binary_request(parsed)
         headers = {HEADER_LENGTH: str(encoded_header_length), "Content-Type": "application/octet-stream"}
-        return await self._forward("POST", _canonical_model(parts) + "/infer", encoded, headers, model)
+        path = _canonical_model(parts) + "/infer"
+        return await self._forward("POST", path, encoded, headers, model, holding)
 
     def _parse_and_check(self, model, version, body, header_length) -> InferRequest:
         return check_request(parse_infer(model, version, body, header_length), self.upstream.models)
 
     async def _forward(
-        self, method: str, path: str, body: bytes, headers: dict, model: str | None
+        self, method: str, path: str, body: bytes, headers: dict, model: str | None, holding=None
     ) -> web.Response:
+        """tritonserver's answer; with a `holding`, its bytes held in the budget before they are read (past
+        it: Refused 429/503, the answer left unread on a connection that is then closed)."""
+        hold = holding.take if holding is not None else None
         try:
-            answer = await self.upstream.http.request(method, path, body, headers)
+            answer = await self.upstream.http.request(method, path, body, headers, hold=hold)
         except (UpstreamError, OSError, asyncio.TimeoutError, ValueError) as error:
             if model is not None:
                 self.upstream.record(model, False)
