@@ -739,7 +739,9 @@ def test_tritonserver_keeps_no_memory_after_refused_requests_near_the_limit(tmp_
     assert all(
         "this server accepts at most 4096" in answer or policy.BUSY_REFUSAL in answer for answer in answers
     ), sorted(set(answers))
-    assert grown < 96 << 20, f"tritonserver kept {grown >> 20} MiB after {len(answers)} refused requests"
+    # The states' pool alone kept 242-253 MiB here; what is left, glibc's arena fragments of gRPC's read
+    # buffers, measured 21-29 MiB on a quiet machine and up to 112 MiB at a load average of 10.
+    assert grown < 160 << 20, f"tritonserver kept {grown >> 20} MiB after {len(answers)} refused requests"
 
 
 # ------------------------------------------------------------------------------------------ health
