@@ -1,12 +1,14 @@
-"""Issue 39: every resource the compiled gRPC front holds for a client has a budget the client cannot renew.
+"""Issue 39: every resource the edge holds for a client has a budget the client cannot renew.
 
 Each test is one observation of the issue's table, judged by outcome: an honest client (127.0.0.1) keeps
 being answered within 2 s while an attacker (127.0.0.2, another peer: loopback answers all of 127/8) does
-what the table says; the front's memory stays bounded and it is never restarted. The front runs alone here,
-its upstream a real gRPC server standing where tritonserver's socket is (:class:`Answerer`, answering every
+what the table says; the front's memory stays bounded and it is never restarted. The gRPC tests run against
+each gRPC front alone (the compiled one, and the Python one that serves where it is not built), its
+upstream a real gRPC server standing where tritonserver's socket is (:class:`Answerer`, answering every
 ModelInfer with ``answer_bytes`` bytes), with its time budgets shortened so that each test takes seconds; the
-budgets' defaults are edge/limits.py's (docs/SECURITY.md). The same attacks through the whole server, and
-the HTTP front's budgets, are in test_edge_attacks.py.
+budgets' defaults are edge/limits.py's (docs/SECURITY.md). The HTTP front's budgets, tritonserver's memory
+and the pipeline flood are tried through a whole server; more attacks through it are in
+test_edge_attacks.py.
 """
 
 from __future__ import annotations
