@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import urllib.parse
 
 import grpc
 import numpy as np
@@ -169,10 +170,10 @@ def _set_parameters(target, parameters: dict) -> None:
             target[key].string_param = value
 
 
-def peer_of_call(context) -> str | None:
-    """The budget key of a call's peer ("ipv4:1.2.3.4:5", "ipv6:[::1]:5"), None for a Unix socket's (the
-    compiled front relaying: its clients were budgeted there)."""
-    kind, _, address = (context.peer() or "").partition(":")
+def peer_of_call(peer: str) -> str | None:
+    """The budget key of a call's peer as grpc core names it ("ipv4:1.2.3.4:5", "ipv6:%5B::1%5D:5"), None
+    for a Unix socket's (the compiled front relaying: its clients were budgeted there)."""
+    kind, _, address = urllib.parse.unquote(peer or "").partition(":")
     if kind not in ("ipv4", "ipv6"):
         return None
     return peer_key(address.rpartition(":")[0].strip("[]"))
@@ -232,7 +233,7 @@ class GrpcFront:
         at once."""
 
         async def budgeted(raw_request: bytes, context) -> bytes:
-            peer = peer_of_call(context)
+            peer = peer_of_call(context.peer())
             if peer is None:
                 return await handler(raw_request, context)
             if self.peer_calls.get(peer, 0) >= limits.MAX_GRPC_CONCURRENT_RPCS_PER_PEER:
