@@ -154,6 +154,7 @@ MARKED_FOLDERS = ("unit", "library", "server")
 # which a fresh machine makes first).
 LONGEST_FIRST = (
     "tests/server/test_perf.py",  # 38 s (a fresh machine: 110 s)
+    "tests/server/test_edge_budgets.py",  # 126 s (2026-11-28: both gRPC fronts, servers of its own, floods)
     "tests/server/test_serving_hardening.py",  # 99 s (a killing request resent for a minute)
     "tests/server/test_soak.py",  # 65 s (a one-minute soak)
     "tests/library/test_scaffold.py",  # 59 s (the tutorial: build, serve, load test)

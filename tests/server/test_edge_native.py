@@ -10,6 +10,7 @@ against it through the whole server (the edge starts it whenever it is built).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,7 +22,7 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.interface import REPO_ROOT
-from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge import limits, policy
 from trt_plugin_kit.serving.edge.contract import INTERNAL_KEY_ENV, NATIVE_GRPC_ENV
 from trt_plugin_kit.serving.edge.grpc_front import SERVICE, encode_model_infer, parse_model_infer
 from trt_plugin_kit.serving.edge.native_front import (
@@ -579,3 +580,42 @@ def test_random_messages_get_the_same_verdict_from_both_rules(native):
             if answer != expected:
                 differ.append((index, raw.hex(), expected, answer))
     assert not differ, differ[:3]
+
+
+# ------------------------------------------------------------------------------ one home for the words
+
+NATIVE_SOURCES = REPO_ROOT / "trt_plugin_kit" / "serving" / "edge" / "native"
+# The compiled front's ModelInfer rules: every refusal they give is worded by edge/policy.py's REFUSALS.
+MODEL_INFER_RULES = ("model_infer.cc", "model_request.cc", "request.h")
+REFUSAL_SITE = re.compile(r"\b(?:invalid|malformed)\(|Refused\{Code::\w+,")
+REFUSAL_KEY = re.compile(r'refusal\(\s*"(\w+)"')
+
+
+def _statement(text: str, start: int) -> str:
+    """From `start` to the end of its C++ statement (the `;` outside any parentheses or braces)."""
+    depth = 0
+    for index in range(start, len(text)):
+        depth += (text[index] in "({") - (text[index] in ")}")
+        if text[index] == ";" and depth <= 0:
+            return text[start:index]
+    return text[start:]
+
+
+def test_the_compiled_front_words_no_refusal_itself():
+    """A refusal's words have one home, edge/policy.py (sent on stdin): a text literal at a refusal of the
+    compiled front's ModelInfer rules would be a second one, held equal only by the differential tests.
+    Literals left once each `refusal("key", {{"field", ...}})` is taken out fail here; so does a key that
+    policy.REFUSALS does not have (the binary would answer "malformed request" instead)."""
+    literal = re.compile(r'"(?:[^"\\]|\\.)*"')
+    found = []
+    for name in MODEL_INFER_RULES:
+        text = (NATIVE_SOURCES / name).read_text()
+        for site in REFUSAL_SITE.finditer(text):
+            statement = _statement(text, site.start())
+            if site.group().startswith("malformed(") and literal.fullmatch(statement[10:-1].strip()):
+                continue  # malformed("DecodeError"): protobuf's exception name, the field of malformed_why
+            bare = re.sub(r'\{"\w+",', "{", REFUSAL_KEY.sub("refusal(", statement))
+            found += [f"{name}: {text_literal}" for text_literal in literal.findall(bare)]
+    assert not found, found
+    used = {key for path in NATIVE_SOURCES.glob("*.[ch]*") for key in REFUSAL_KEY.findall(path.read_text())}
+    assert used and used <= set(policy.REFUSALS), sorted(used - set(policy.REFUSALS))

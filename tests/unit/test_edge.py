@@ -14,7 +14,7 @@ import pytest
 from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.serving.edge import limits, wire_json
-from trt_plugin_kit.serving.edge.grpc_front import encode_model_infer, parse_model_infer
+from trt_plugin_kit.serving.edge.grpc_front import encode_model_infer, parse_model_infer, peer_of_call
 from trt_plugin_kit.serving.edge.http_front import _inflate, parse_infer, route
 from trt_plugin_kit.serving.edge.tensors import (
     ModelInterface,
@@ -292,3 +292,17 @@ def test_a_health_probe_is_a_request_its_model_accepts():
 def test_limits_leave_room_for_the_largest_legitimate_request():
     assert 64 * 4096 * 4 < limits.MAX_REQUEST_BYTES  # a full l2norm batch
     assert limits.MAX_GRPC_MESSAGE_BYTES > limits.MAX_REQUEST_BYTES
+
+
+@pytest.mark.parametrize(
+    "peer, key",
+    [
+        ("ipv4:127.0.0.2:34244", "127.0.0.2"),
+        ("ipv6:%5B::1%5D:50680", "0" * 16),  # ::1 by its /64, as grpcio 1.85 names it
+        ("ipv6:%5B2001:db8:1:2:3::4%5D:443", "20010db800010002"),
+        ("ipv6:%5B::ffff:10.0.0.1%5D:443", "10.0.0.1"),
+        ("unix:/tmp/trt-edge-x/grpc-front", None),  # the compiled front relaying: budgeted there
+    ],
+)
+def test_the_python_grpc_front_budgets_calls_by_the_peer_grpc_core_names(peer, key):
+    assert peer_of_call(peer) == key

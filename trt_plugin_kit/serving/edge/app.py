@@ -80,11 +80,11 @@ async def serve(args: argparse.Namespace) -> int:
     )
     await metrics_runner.setup()
     await web.TCPSite(metrics_runner, metrics_host, metrics_port).start()
-    grpc_server = grpc_front.server()
+    binary = native_binary()
+    grpc_server = grpc_front.server(public=binary is None)
     grpc_host, grpc_port = _endpoint(args.grpc)
     address = f"[{grpc_host}]:{grpc_port}" if ":" in grpc_host else args.grpc
     native, private_dir = None, None
-    binary = native_binary()
     if binary is not None:
         # The compiled front holds the public port; this one answers what it relays, on a private socket.
         private_dir = tempfile.mkdtemp(prefix="trt-edge-")

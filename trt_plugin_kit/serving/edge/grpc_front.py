@@ -11,12 +11,20 @@ metadata are dropped). Responses come back from tritonserver as bytes and are pa
 Where the compiled front is built (edge/native, started by native_front.py), it holds the public port and
 answers ModelInfer itself under these rules; this front then listens on a private Unix socket and answers the
 other methods, which the binary relays with only the admin-key metadata.
+
+Where it holds the public port itself (the compiled front not built: the GPU image), its budgets are those
+grpc core lets it keep: calls in flight per front (grpcio's maximum_concurrent_rpcs), per connection (HTTP/2
+streams) and per peer (counted here); bytes held for a peer and for the front, a request's from its handler
+until its answer is sent (edge/budget.py's books); the handshake and idle deadlines; no compressed message
+at all (grpc core would inflate any method's). What grpc core gives no hook for (connections per peer at
+accept, an answer deadline, messages still being received) only the compiled front bounds.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import urllib.parse
 
 import grpc
 import numpy as np
@@ -24,11 +32,14 @@ from tritonclient.grpc import service_pb2 as pb
 
 from trt_plugin_kit.interface import ADMIN_HEADER, GRPC_ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.budget import Budget, Holding, peer_key
 from trt_plugin_kit.serving.edge.policy import (
     CONTENTS,
     MODEL_CONTROL_REFUSAL,
+    PEER_CALLS_REFUSAL,
     SERVICE,
     UNREACHABLE,
+    refusal,
 )
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
@@ -77,43 +88,42 @@ def _parameters(mapping, where: str) -> dict:
     """A protobuf map, in its keys' order: a map has none of its own, and the first parameter refused must
     be the same for every rule that judges it (the compiled front's too)."""
     if len(mapping) > limits.MAX_PARAMETERS:
-        raise Refused(f"{where}: at most {limits.MAX_PARAMETERS} parameters")
+        raise Refused(refusal("parameter_count", where=where, most=limits.MAX_PARAMETERS))
     return {key: _parameter_value(mapping[key]) for key in sorted(mapping)}
 
 
 def parse_model_infer(message: pb.ModelInferRequest) -> InferRequest:
     request = InferRequest(model=message.model_name, version=message.model_version, id=message.id)
     if not NAME.match(request.model):
-        raise Refused("unknown model", grpc_code="NOT_FOUND")
+        raise Refused(refusal("unknown_model_name"), grpc_code="NOT_FOUND")
     if request.version and not VERSION.match(request.version):
-        raise Refused("unknown model version", grpc_code="NOT_FOUND")
-    request.parameters = _parameters(message.parameters, "the request")
+        raise Refused(refusal("unknown_version_name"), grpc_code="NOT_FOUND")
+    request.parameters = _parameters(message.parameters, refusal("where_request"))
     if not 1 <= len(message.inputs) <= limits.MAX_INPUTS:
-        raise Refused(f"the request needs 1..{limits.MAX_INPUTS} inputs")
+        raise Refused(refusal("input_count", most=limits.MAX_INPUTS))
     raw = message.raw_input_contents
     if raw and len(raw) != len(message.inputs):
-        raise Refused(f"{len(raw)} raw_input_contents for {len(message.inputs)} inputs")
+        raise Refused(refusal("raw_count", raw=len(raw), inputs=len(message.inputs)))
     for position, tensor in enumerate(message.inputs):
         name = tensor.name
         if not NAME.match(name):
-            raise Refused(f"inputs[{position}] needs a valid name")
-        where = f"input {name!r}"
+            raise Refused(refusal("input_name", position=position))
+        where = refusal("where_input", name=repr(name))
         if tensor.datatype not in DATATYPE_BYTES:
-            raise Refused(f"{where}: unknown datatype {tensor.datatype[:16]!r}")
+            raise Refused(refusal("unknown_datatype", where=where, datatype=repr(tensor.datatype[:16])))
         shape = list(tensor.shape)
         parsed = ParsedInput(name, tensor.datatype, shape, None, _parameters(tensor.parameters, where))
         has_contents = tensor.HasField("contents")
         if raw:
             if has_contents:
-                raise Refused(f"{where}: both contents and raw_input_contents")
+                raise Refused(refusal("contents_and_raw", where=where))
             parsed.raw = raw[position]
         elif has_contents:
             parsed.raw = _contents_to_raw(tensor.contents, tensor.datatype, where)
         request.inputs.append(parsed)
     for output in message.outputs:
-        request.outputs.append(
-            ParsedOutput(output.name, _parameters(output.parameters, f"output {output.name!r}"))
-        )
+        where = refusal("where_output", name=repr(output.name))
+        request.outputs.append(ParsedOutput(output.name, _parameters(output.parameters, where)))
     return request
 
 
@@ -121,16 +131,16 @@ def _contents_to_raw(contents: pb.InferTensorContents, datatype: str, where: str
     if datatype == "BYTES":
         return serialize_bytes_elements(list(contents.bytes_contents))
     if datatype not in CONTENTS:
-        raise Refused(f"{where}: {datatype} must be sent in raw_input_contents")
+        raise Refused(refusal("raw_only", where=where, datatype=datatype))
     field, numpy_type = CONTENTS[datatype]
     others = [f.name for f, _ in contents.ListFields() if f.name != field]
     if others:
-        raise Refused(f"{where}: {others[0]} does not carry {datatype}")
+        raise Refused(refusal("contents_field", where=where, field=others[0], datatype=datatype))
     values = getattr(contents, field)
     if np.issubdtype(numpy_type, np.integer) and values:  # int_contents carries INT8 too: refuse, never wrap
         bounds = np.iinfo(numpy_type)
         if min(values) < bounds.min or max(values) > bounds.max:
-            raise Refused(f"{where}: a value of {field} is out of range for {datatype}")
+            raise Refused(refusal("contents_range", where=where, field=field, datatype=datatype))
     return np.asarray(values, dtype=numpy_type).tobytes()
 
 
@@ -139,7 +149,7 @@ def encode_model_infer(request: InferRequest) -> bytes:
     _set_parameters(message.parameters, request.parameters)
     with_data = [tensor.raw is not None for tensor in request.inputs]
     if any(with_data) and not all(with_data):
-        raise Refused("inputs in shared memory and inputs with data cannot be mixed in one request")
+        raise Refused(refusal("mixed_data"))
     for tensor in request.inputs:
         entry = message.inputs.add(name=tensor.name, datatype=tensor.datatype, shape=tensor.shape)
         _set_parameters(entry.parameters, tensor.parameters)
@@ -160,40 +170,95 @@ def _set_parameters(target, parameters: dict) -> None:
             target[key].string_param = value
 
 
+def peer_of_call(peer: str) -> str | None:
+    """The budget key of a call's peer as grpc core names it ("ipv4:1.2.3.4:5", "ipv6:%5B::1%5D:5"), None
+    for a Unix socket's (the compiled front relaying: its clients were budgeted there)."""
+    kind, _, address = urllib.parse.unquote(peer or "").partition(":")
+    if kind not in ("ipv4", "ipv6"):
+        return None
+    return peer_key(address.rpartition(":")[0].strip("[]"))
+
+
 class GrpcFront:
     def __init__(self, upstream: Upstream, admin_key: str | None, ready=None):
         self.upstream = upstream
         self.admin_key = admin_key
         self.ready = ready
         self.channel: grpc.aio.Channel | None = None
+        self.budget = Budget()
+        self.peer_calls: dict[str, int] = {}
 
-    def server(self, tls: dict | None = None) -> grpc.aio.Server:
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", -1),
-                ("grpc.max_concurrent_streams", limits.MAX_GRPC_STREAMS_PER_CONNECTION),
-                ("grpc.max_metadata_size", limits.MAX_GRPC_METADATA_BYTES),
-                ("grpc.so_reuseport", 0),
-            ],
-            maximum_concurrent_rpcs=limits.MAX_GRPC_CONCURRENT_RPCS,
-        )
+    def server(self, public: bool = True) -> grpc.aio.Server:
+        """The server; ``public``: on the public port (else the compiled front's private relay, whose
+        connection stays open between calls and which never relays a compressed message)."""
+        options = [
+            ("grpc.max_receive_message_length", limits.MAX_GRPC_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", -1),
+            ("grpc.max_concurrent_streams", limits.MAX_GRPC_STREAMS_PER_CONNECTION),
+            ("grpc.max_metadata_size", limits.MAX_GRPC_METADATA_BYTES),
+            ("grpc.so_reuseport", 0),
+        ]
+        if public:
+            options += [
+                # Nothing but the preface within the handshake time: closed; no call for the idle time
+                # (the client's SETTINGS end grpc core's handshake): GOAWAY. PINGs renew neither.
+                ("grpc.server_handshake_timeout_ms", int(limits.HANDSHAKE_TIMEOUT_S * 1000)),
+                ("grpc.max_connection_idle_ms", int(limits.IDLE_TIMEOUT_S * 1000)),
+                # Identity only: grpc core would inflate a message to any method, before a handler could
+                # refuse it (UNIMPLEMENTED "Compression algorithm 'gzip' is disabled.").
+                ("grpc.compression_enabled_algorithms_bitset", 1),
+            ]
+        server = grpc.aio.server(options=options, maximum_concurrent_rpcs=limits.MAX_GRPC_CONCURRENT_RPCS)
         server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, self.handlers()),))
         return server
 
     def handlers(self) -> dict:
         """Every method a client may call, by name (the native front takes this list as its allowlist)."""
-        handlers = {"ModelInfer": grpc.unary_unary_rpc_method_handler(self.model_infer)}
+        chosen = {"ModelInfer": self.model_infer}
         for name, (message_type, _) in _PUBLIC.items():
-            handlers[name] = grpc.unary_unary_rpc_method_handler(self._public(name, message_type))
+            chosen[name] = self._public(name, message_type)
         for name, message_type in _ADMIN.items():
-            handlers[name] = grpc.unary_unary_rpc_method_handler(self._admin(name, message_type))
+            chosen[name] = self._admin(name, message_type)
         for name in ("RepositoryModelLoad", "RepositoryModelUnload"):
-            handlers[name] = grpc.unary_unary_rpc_method_handler(self._model_control())
-        handlers["ModelStreamInfer"] = grpc.unary_unary_rpc_method_handler(
-            self._not_served("ModelStreamInfer")
-        )
-        return handlers
+            chosen[name] = self._model_control()
+        chosen["ModelStreamInfer"] = self._not_served("ModelStreamInfer")
+        return {
+            name: grpc.unary_unary_rpc_method_handler(self._budgeted(handler))
+            for name, handler in chosen.items()
+        }
+
+    def _budgeted(self, handler):
+        """The handler within its peer's budgets: calls in flight, and the bytes of its request, then of its
+        answer, held until the call is over (its answer sent or the call ended); past one: RESOURCE_EXHAUSTED
+        at once."""
+
+        async def budgeted(raw_request: bytes, context) -> bytes:
+            peer = peer_of_call(context.peer())
+            if peer is None:
+                return await handler(raw_request, context)
+            if self.peer_calls.get(peer, 0) >= limits.MAX_GRPC_CONCURRENT_RPCS_PER_PEER:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, PEER_CALLS_REFUSAL)
+            holding = Holding(self.budget, peer)
+            try:
+                holding.take(len(raw_request))
+            except Refused as refused:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
+            self.peer_calls[peer] = self.peer_calls.get(peer, 0) + 1
+            context.add_done_callback(lambda _context: self._call_over(peer, holding))
+            answer = await handler(raw_request, context)
+            try:
+                holding.resize(len(answer))
+            except Refused as refused:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(refused))
+            return answer
+
+        return budgeted
+
+    def _call_over(self, peer: str, holding: Holding) -> None:
+        holding.release()
+        calls = self.peer_calls.pop(peer) - 1
+        if calls:
+            self.peer_calls[peer] = calls
 
     async def open(self) -> None:
         self.channel = grpc.aio.insecure_channel(
@@ -235,11 +300,11 @@ class GrpcFront:
                 parse_model_infer(pb.ModelInferRequest.FromString(raw_request)), self.upstream.models
             )
             payload = encode_model_infer(request)
-        except Refused as refusal:
-            await context.abort(getattr(grpc.StatusCode, refusal.grpc_code), str(refusal))
+        except Refused as refused:
+            await context.abort(getattr(grpc.StatusCode, refused.grpc_code), str(refused))
         except Exception as error:  # noqa: BLE001 - a message protobuf cannot parse
             await context.abort(
-                grpc.StatusCode.INVALID_ARGUMENT, f"malformed request ({type(error).__name__})"
+                grpc.StatusCode.INVALID_ARGUMENT, refusal("malformed_why", why=type(error).__name__)
             )
         return await self._call("ModelInfer", payload, context, request.model)
 
@@ -256,8 +321,8 @@ class GrpcFront:
             if model and model not in self.upstream.models:
                 if method == "ModelReady":  # as Triton answers it: not ready, no error
                     return pb.ModelReadyResponse(ready=False).SerializeToString()
-                refusal = unknown_model(model)
-                await context.abort(grpc.StatusCode.NOT_FOUND, str(refusal))
+                refused = unknown_model(model)
+                await context.abort(grpc.StatusCode.NOT_FOUND, str(refused))
             version = getattr(message, "version", "")
             if version and not VERSION.match(version):
                 await context.abort(grpc.StatusCode.NOT_FOUND, "unknown model version")

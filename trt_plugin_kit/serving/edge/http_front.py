@@ -26,7 +26,7 @@ from aiohttp import web, web_protocol
 from trt_plugin_kit.interface import ADMIN_HEADER
 from trt_plugin_kit.serving.edge import limits, wire_json
 from trt_plugin_kit.serving.edge.budget import Budget, Holding, peer_key, peer_of, reset_on_close
-from trt_plugin_kit.serving.edge.policy import MODEL_CONTROL_REFUSAL, UNREACHABLE
+from trt_plugin_kit.serving.edge.policy import MODEL_CONTROL_REFUSAL, UNREACHABLE, refusal
 from trt_plugin_kit.serving.edge.tensors import (
     DATATYPE_BYTES,
     NAME,
@@ -218,7 +218,7 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         name = fields.get("name")
         if not isinstance(name, str) or not NAME.match(name):
             raise Refused(f"inputs[{position}] needs a valid 'name'")
-        where = f"input {name!r}"
+        where = refusal("where_input", name=repr(name))
         datatype = fields.get("datatype")
         if datatype not in DATATYPE_BYTES:
             raise Refused(f"{where}: unknown datatype {str(datatype)[:16]!r}")
@@ -251,7 +251,9 @@ def parse_infer(model: str, version: str, body: bytes, header_length: str | None
         if not isinstance(fields.get("name"), str):
             raise Refused(f"outputs[{position}] needs a 'name'")
         request.outputs.append(
-            ParsedOutput(fields["name"], _parameters(fields, f"output {fields['name']!r}"))
+            ParsedOutput(
+                fields["name"], _parameters(fields, refusal("where_output", name=repr(fields["name"])))
+            )
         )
     return request
 
@@ -325,8 +327,52 @@ def _inflate(body: bytes, wbits: int, limit: int) -> bytes:
 # ------------------------------------------------------------------------------------------------ server
 
 
-def error_response(refusal: Refused) -> web.Response:
-    return web.json_response({"error": str(refusal)}, status=refusal.status)
+def error_response(refused: Refused) -> web.Response:
+    return web.json_response({"error": str(refused)}, status=refused.status)
+
+
+class HeldAnswer(web.Response):
+    """tritonserver's answer on its way to the client, its bytes in the front's byte budget until the
+    client has taken them (all but what the transport's write buffer keeps below its high-water mark). A
+    client that does not read it within limits.ANSWER_TIMEOUT_S (a zero TCP window, a slow reader; no
+    progress renews it) loses the connection, and the budget is given back."""
+
+    _holding: Holding | None = None
+
+    def hold(self, holding: Holding) -> None:
+        """Hold this answer's bytes instead of the request's (_forward took them as they were read)."""
+        holding.resize(len(self.body or b""))
+        self._holding = holding
+
+    def _let_go(self) -> None:
+        if self._holding is not None:
+            self._holding.release()
+            self._holding = None
+
+    async def prepare(self, request: web.BaseRequest):
+        try:
+            return await super().prepare(request)
+        except BaseException:
+            self._let_go()
+            raise
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        transport = self._req.transport if self._req is not None else None
+        # The headers on their own: aiohttp would otherwise join them to the body (a copy of the whole
+        # answer, held as long as the client does not read it) on the Pythons where writelines is unsafe.
+        send_headers = getattr(self._payload_writer, "send_headers", None)  # aiohttp >= 3.12
+        if send_headers is not None and not self._eof_sent:
+            send_headers()
+        try:
+            async with limits.time_limit(limits.ANSWER_TIMEOUT_S):
+                await super().write_eof(data)
+        except asyncio.TimeoutError:
+            if transport is not None:
+                reset_on_close(transport)
+                transport.abort()
+            raise ConnectionResetError("the client did not take its answer in time") from None
+        finally:
+            self._let_go()
 
 
 class _EdgeRequestHandler(web_protocol.RequestHandler):
@@ -404,15 +450,22 @@ class HttpFront:
         holding = Holding(self.budget, peer_key(request.remote))
         try:
             response = await self._handle(request, holding)
-        except Refused as refusal:
-            response = error_response(refusal)
-            if refusal.status in (408, 413, 415, 429, 503):
+            if isinstance(response, HeldAnswer):
+                # The answer's bytes are held in place of the request's until the client has taken them.
+                response.hold(holding)
+            else:
+                holding.release()
+        except Refused as refused:
+            holding.release()
+            response = error_response(refused)
+            if refused.status in (408, 413, 415, 429, 503):
                 # The rest of an unread body is not worth reading: answer, then close the connection.
                 response.force_close()
-            if getattr(refusal, "retry_after", None):
-                response.headers["Retry-After"] = str(refusal.retry_after)
-        finally:
+            if getattr(refused, "retry_after", None):
+                response.headers["Retry-After"] = str(refused.retry_after)
+        except BaseException:
             holding.release()
+            raise
         response.headers["Server"] = SERVER_NAME
         return response
 
@@ -443,7 +496,7 @@ class HttpFront:
         if chosen.admin:
             headers.update(self.upstream.admin_headers)
         # Routed above: only name segments, so the raw path is already the canonical one.
-        return await self._forward(request.method, target, body, headers, model)
+        return await self._forward(request.method, target, body, headers, model, holding)
 
     async def _health(self, name: str, parts: dict) -> web.Response:
         if name == "live":
@@ -467,16 +520,20 @@ class HttpFront:
             parsed = self._parse_and_check(model, version, body, header_length)
         encoded, encoded_header_length = encode_binary_request(parsed)
         headers = {HEADER_LENGTH: str(encoded_header_length), "Content-Type": "application/octet-stream"}
-        return await self._forward("POST", _canonical_model(parts) + "/infer", encoded, headers, model)
+        path = _canonical_model(parts) + "/infer"
+        return await self._forward("POST", path, encoded, headers, model, holding)
 
     def _parse_and_check(self, model, version, body, header_length) -> InferRequest:
         return check_request(parse_infer(model, version, body, header_length), self.upstream.models)
 
     async def _forward(
-        self, method: str, path: str, body: bytes, headers: dict, model: str | None
+        self, method: str, path: str, body: bytes, headers: dict, model: str | None, holding=None
     ) -> web.Response:
+        """tritonserver's answer; with a `holding`, its bytes held in the budget before they are read (past
+        it: Refused 429/503, the answer left unread on a connection that is then closed)."""
+        hold = holding.take if holding is not None else None
         try:
-            answer = await self.upstream.http.request(method, path, body, headers)
+            answer = await self.upstream.http.request(method, path, body, headers, hold=hold)
         except (UpstreamError, OSError, asyncio.TimeoutError, ValueError) as error:
             if model is not None:
                 self.upstream.record(model, False)
@@ -487,7 +544,7 @@ class HttpFront:
         forwarded = {
             key: answer.headers[key.lower()] for key in FORWARDED_BACK if key.lower() in answer.headers
         }
-        return web.Response(status=answer.status, body=answer.body, headers=forwarded)
+        return HeldAnswer(status=answer.status, body=answer.body, headers=forwarded)
 
 
 def _canonical_model(parts: dict) -> str:

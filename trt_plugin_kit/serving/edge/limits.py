@@ -36,10 +36,11 @@ UPSTREAM_TIMEOUT_S = 60.0
 # Decompressing a request body: bounded in output (MAX_REQUEST_BYTES) and in time, in a worker thread.
 DECOMPRESS_TIMEOUT_S = 2.0
 
-# Time budgets no keepalive or PING renews (the compiled gRPC front): a connection that sends no request
-# within the handshake time is closed; one without a call for the idle time is told GOAWAY and closed; an
-# answer the client has not read within the answer time ends its stream (RST_STREAM CANCEL) and frees its
-# slot, and a connection whose socket takes nothing we send for that long is closed.
+# Time budgets no keepalive or PING renews (the compiled gRPC front; the answer time is HTTP's too): a
+# connection that sends no request within the handshake time is closed; one without a call for the idle
+# time is told GOAWAY and closed; an answer the client has not read within the answer time ends its stream
+# (RST_STREAM CANCEL; HTTP: the connection) and frees its slot, and a connection whose socket takes nothing
+# we send for that long is closed.
 HANDSHAKE_TIMEOUT_S = 5.0
 IDLE_TIMEOUT_S = 30.0
 ANSWER_TIMEOUT_S = 10.0

@@ -104,6 +104,7 @@ def configuration(
         f"busy_refusal {policy.BUSY_REFUSAL}",
         f"compression_refusal {policy.COMPRESSION_REFUSAL}",
     ]
+    lines += [f"refusal {key} {text}" for key, text in policy.REFUSALS.items()]
     if tls:
         lines += [
             f"tls_cert {tls['cert']}",

@@ -16,6 +16,7 @@ import struct
 from dataclasses import dataclass, field
 
 from trt_plugin_kit.serving.edge import limits
+from trt_plugin_kit.serving.edge.policy import refusal
 
 # Triton datatype -> bytes per element (BYTES: length-prefixed, variable).
 DATATYPE_BYTES = {
@@ -57,7 +58,7 @@ def not_found(what: str) -> Refused:
 
 def unknown_model(model: str) -> Refused:
     """Triton's own words for it (clients match on them)."""
-    return not_found(f"Request for unknown model: '{model[:128]}' is not found")
+    return not_found(refusal("unknown_model", model=f"'{model[:128]}'"))
 
 
 def too_large(what: str) -> Refused:
@@ -149,11 +150,13 @@ def check_parameters(parameters: dict, allowed: dict[str, type], where: str) -> 
     for key, value in parameters.items():
         kind = allowed.get(key)
         if kind is None:
-            raise Refused(f"{where}: parameter {key!r} is not accepted by this server")
+            raise Refused(refusal("parameter_unknown", where=where, key=repr(key)))
         if type(value) is not kind or (kind is int and not 0 <= value <= limits.MAX_REQUEST_BYTES):
-            raise Refused(f"{where}: parameter {key!r} must be a {kind.__name__} in range, got {value!r}")
+            raise Refused(
+                refusal("parameter_value", where=where, key=repr(key), kind=kind.__name__, value=repr(value))
+            )
         if kind is str and not NAME.match(value):
-            raise Refused(f"{where}: parameter {key!r} is not a valid name")
+            raise Refused(refusal("parameter_name", where=where, key=repr(key)))
         checked[key] = value
     return checked
 
@@ -161,12 +164,10 @@ def check_parameters(parameters: dict, allowed: dict[str, type], where: str) -> 
 def check_shape(shape: list, where: str) -> list[int]:
     """Non-negative integers, few of them, each bounded: checked before any arithmetic on them."""
     if not isinstance(shape, list) or len(shape) > limits.MAX_SHAPE_DIMS:
-        raise Refused(f"{where}: 'shape' must be a list of at most {limits.MAX_SHAPE_DIMS} dimensions")
+        raise Refused(refusal("shape_length", where=where, most=limits.MAX_SHAPE_DIMS))
     for dim in shape:
         if type(dim) is not int or not 0 <= dim <= limits.MAX_DIMENSION:
-            raise Refused(
-                f"{where}: dimension {dim!r} of shape is not an integer in 0..{limits.MAX_DIMENSION}"
-            )
+            raise Refused(refusal("dimension", where=where, dim=repr(dim), most=limits.MAX_DIMENSION))
     return shape
 
 
@@ -176,80 +177,93 @@ def check_request(request: InferRequest, models: dict[str, ModelInterface]) -> I
     if model is None:
         raise unknown_model(request.model)
     if request.version and request.version not in model.versions:
-        raise not_found(f"model {request.model!r} has no version {request.version!r}")
+        raise not_found(refusal("no_version", model=repr(request.model), version=repr(request.version)))
     if len(request.id) > limits.MAX_ID_LENGTH:
-        raise Refused(f"request id longer than {limits.MAX_ID_LENGTH} characters")
+        raise Refused(refusal("id_length", most=limits.MAX_ID_LENGTH))
     request.parameters = {
         key: value
-        for key, value in check_parameters(request.parameters, REQUEST_PARAMETERS, "request").items()
+        for key, value in check_parameters(
+            request.parameters, REQUEST_PARAMETERS, refusal("where_request_parameters")
+        ).items()
         if key not in DROPPED_REQUEST_PARAMETERS
     }
     names = [tensor.name for tensor in request.inputs]
     if sorted(names) != sorted(model.inputs):
         raise Refused(
-            f"model {model.name!r} takes inputs {sorted(model.inputs)}, the request has {sorted(names)}"
+            refusal("input_names", model=repr(model.name), expected=sorted(model.inputs), names=sorted(names))
         )
     total = 0
     batch = None
     for tensor in request.inputs:
         spec = model.inputs[tensor.name]
-        where = f"input {tensor.name!r}"
+        where = refusal("where_input", name=repr(tensor.name))
         if tensor.datatype != spec.datatype:
-            raise Refused(f"{where}: datatype {tensor.datatype!r}, the model expects {spec.datatype}")
+            raise Refused(
+                refusal("datatype", where=where, datatype=repr(tensor.datatype), expected=spec.datatype)
+            )
         shape = check_shape(tensor.shape, where)
         dims = shape
         if model.max_batch_size > 0:
             if len(shape) != len(spec.dims) + 1:
                 raise Refused(
-                    f"{where}: shape {shape} needs [batch, {', '.join(map(str, spec.dims))}] "
-                    "(no batch dimension?)"
+                    refusal("batch_missing", where=where, shape=shape, dims=", ".join(map(str, spec.dims)))
                 )
             if not 1 <= shape[0] <= model.max_batch_size:
                 raise Refused(
-                    f"{where}: batch size {shape[0]} of shape {shape} is not in 1..{model.max_batch_size}"
+                    refusal("batch_size", where=where, batch=shape[0], shape=shape, most=model.max_batch_size)
                 )
             if batch is not None and shape[0] != batch:
-                raise Refused(f"{where}: batch size {shape[0]} differs from the other inputs' {batch}")
+                raise Refused(refusal("batch_differs", where=where, batch=shape[0], other=batch))
             batch, dims = shape[0], shape[1:]
         if len(dims) != len(spec.dims) or any(s not in (-1, d) for s, d in zip(spec.dims, dims, strict=True)):
-            raise Refused(f"{where}: shape {shape} does not match the model's dims {list(spec.dims)}")
+            raise Refused(refusal("dims", where=where, shape=shape, dims=list(spec.dims)))
         elements = math.prod(shape)  # at most 8 factors of <= 2^24 each: exact, and compared right away
         item = DATATYPE_BYTES[tensor.datatype]
         if item is not None and elements * item > limits.MAX_REQUEST_BYTES:
             raise too_large(
-                f"{where}: shape {shape} needs {elements * item} bytes; this server accepts at most "
-                f"{limits.MAX_REQUEST_BYTES} bytes per request"
+                refusal(
+                    "shape_bytes",
+                    where=where,
+                    shape=shape,
+                    size=elements * item,
+                    most=limits.MAX_REQUEST_BYTES,
+                )
             )
         tensor.parameters = check_parameters(tensor.parameters, SHM_PARAMETERS, where)
         if tensor.raw is None:
             if "shared_memory_region" not in tensor.parameters:
-                raise Refused(f"{where} has no data")
+                raise Refused(refusal("no_data", where=where))
             continue
         if tensor.parameters:
-            raise Refused(f"{where}: data and a shared-memory region at once")
+            raise Refused(refusal("data_and_region", where=where))
         if item is not None:
             if len(tensor.raw) != elements * item:
                 raise Refused(
-                    f"{where}: shape {shape} of {tensor.datatype} needs {elements * item} bytes, "
-                    f"got {len(tensor.raw)}"
+                    refusal(
+                        "data_size",
+                        where=where,
+                        shape=shape,
+                        datatype=tensor.datatype,
+                        size=elements * item,
+                        got=len(tensor.raw),
+                    )
                 )
         else:
             count = count_bytes_elements(tensor.raw, where, stop_after=elements)
             if count != elements:
                 raise Refused(
-                    f"{where}: shape {shape} declares {elements} elements but the data holds {count}"
+                    refusal("bytes_count", where=where, shape=shape, elements=elements, count=count)
                 )
         total += len(tensor.raw)
     if total > limits.MAX_REQUEST_BYTES:
-        raise too_large(
-            f"the inputs hold {total} bytes; this server accepts at most {limits.MAX_REQUEST_BYTES}"
-        )
+        raise too_large(refusal("inputs_bytes", total=total, most=limits.MAX_REQUEST_BYTES))
     if len(request.outputs) > limits.MAX_OUTPUTS:
-        raise Refused(f"at most {limits.MAX_OUTPUTS} outputs per request")
+        raise Refused(refusal("output_count", most=limits.MAX_OUTPUTS))
     for output in request.outputs:
         if output.name not in model.outputs:
-            raise Refused(f"model {model.name!r} has no output {output.name!r}")
-        output.parameters = check_parameters(output.parameters, OUTPUT_PARAMETERS, f"output {output.name!r}")
+            raise Refused(refusal("no_output", model=repr(model.name), output=repr(output.name)))
+        where = refusal("where_output", name=repr(output.name))
+        output.parameters = check_parameters(output.parameters, OUTPUT_PARAMETERS, where)
     return request
 
 
@@ -259,11 +273,11 @@ def count_bytes_elements(raw: bytes, where: str, stop_after: int) -> int:
     count, offset, end = 0, 0, len(raw)
     while offset < end and count <= stop_after:
         if end - offset < 4:
-            raise Refused(f"{where}: BYTES data ends inside an element's length")
+            raise Refused(refusal("bytes_length", where=where))
         (length,) = struct.unpack_from("<I", raw, offset)
         offset += 4 + length
         if offset > end:
-            raise Refused(f"{where}: a BYTES element claims {length} bytes past the end of the data")
+            raise Refused(refusal("bytes_element", where=where, length=length))
         count += 1
     return count
 

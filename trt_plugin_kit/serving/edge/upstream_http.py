@@ -32,7 +32,11 @@ class UpstreamHTTP:
         self.pool_size = pool_size
         self._idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
 
-    async def request(self, method: str, path: str, body: bytes = b"", headers: dict | None = None) -> Answer:
+    async def request(
+        self, method: str, path: str, body: bytes = b"", headers: dict | None = None, hold=None
+    ) -> Answer:
+        """tritonserver's answer. ``hold(size)``, if given, is called before each part of the answer's body is
+        read; what it raises ends the request (the connection, its answer unread, is closed)."""
         head = [f"{method} {path} HTTP/1.1", "Host: triton", f"Content-Length: {len(body)}"]
         head += [f"{name}: {value}" for name, value in (headers or {}).items()]
         message = ("\r\n".join(head) + "\r\n\r\n").encode() + body
@@ -43,7 +47,7 @@ class UpstreamHTTP:
             try:
                 writer.write(message)
                 async with limits.time_limit(limits.UPSTREAM_TIMEOUT_S):
-                    answer, keep = await self._read(reader)
+                    answer, keep = await self._read(reader, hold)
             except (ConnectionError, asyncio.IncompleteReadError) as error:
                 writer.close()
                 if reused:
@@ -66,7 +70,7 @@ class UpstreamHTTP:
             raise UpstreamError(f"tritonserver is not reachable ({type(error).__name__})") from None
 
     @staticmethod
-    async def _read(reader: asyncio.StreamReader) -> tuple[Answer, bool]:
+    async def _read(reader: asyncio.StreamReader, hold=None) -> tuple[Answer, bool]:
         head = await reader.readuntil(b"\r\n\r\n")
         if len(head) > MAX_HEADER_BYTES:
             raise ConnectionError("response header too large")
@@ -84,11 +88,16 @@ class UpstreamHTTP:
                 if size == 0:
                     await reader.readuntil(b"\r\n")
                     break
+                if hold is not None:
+                    hold(size)
                 chunks.append(await reader.readexactly(size))
                 await reader.readexactly(2)
             body = b"".join(chunks)
         else:
-            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            size = int(headers.get("content-length", "0"))
+            if hold is not None:
+                hold(size)
+            body = await reader.readexactly(size)
         keep = version == "HTTP/1.1" and headers.get("connection", "").lower() != "close"
         return Answer(int(status), headers, body), keep
 

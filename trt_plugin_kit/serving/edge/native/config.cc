@@ -89,6 +89,8 @@ void configure(const std::vector<std::pair<std::string, std::string>>& lines)
             gConfig.busyRefusal = value;
         else if (key == "compression_refusal")
             gConfig.compressionRefusal = value;
+        else if (key == "refusal")
+            gConfig.refusals[w.at(0)] = value.substr(value.find(' ') + 1);
         else if (key == "tls_cert")
             gConfig.tls = true, gConfig.tlsCert = value;
         else if (key == "tls_key")
@@ -100,6 +102,34 @@ void configure(const std::vector<std::pair<std::string, std::string>>& lines)
         else
             throw std::runtime_error("unknown configuration line " + key);
     }
+}
+
+std::string refusal(std::string_view key,
+                    std::initializer_list<std::pair<std::string_view, std::string>> fields)
+{
+    auto found = gConfig.refusals.find(key);
+    if (found == gConfig.refusals.end())
+        throw std::runtime_error("no refusal " + std::string(key) + " given");
+    const std::string& text = found->second;
+    std::string out;
+    for (size_t at = 0; at < text.size();)
+    {
+        size_t open = text.find('{', at), close = text.find('}', open);
+        if (open == std::string::npos || close == std::string::npos)
+        {
+            out.append(text, at, std::string::npos);
+            break;
+        }
+        out.append(text, at, open - at);
+        std::string_view name(text.data() + open + 1, close - open - 1);
+        const std::string* value = nullptr;
+        for (const auto& [field, filled] : fields)
+            if (field == name) value = &filled;
+        if (value == nullptr) throw std::runtime_error("refusal " + std::string(key) + " has no field given");
+        out += *value;
+        at = close + 1;
+    }
+    return out;
 }
 
 // "model NAME MAX_BATCH VERSION..." / "input NAME DATATYPE DIM..." / "output NAME", the block replacing all.

@@ -260,7 +260,7 @@ void Downstream::dispatch(Call* call)
     if (call->method != "ModelInfer" && !gConfig.relayed.count(call->method))
         return refuse(call, Code::UNIMPLEMENTED, "Method not found!");
     if (call->overflow || call->expected == 0 || call->in.size() != call->expected)
-        return refuse(call, Code::INVALID_ARGUMENT, "malformed request");
+        return refuse(call, Code::INVALID_ARGUMENT, refusal("malformed"));
     if (call->in[0] == 0) return afterInflating(call);
     if (call->encoding != "gzip" && call->encoding != "deflate")
         return refuse(call, Code::UNIMPLEMENTED,

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <istream>
 #include <map>
 #include <memory>
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace edge
@@ -50,6 +52,8 @@ struct Config
     std::string service, listen, upstream, relay, adminHeader, unreachable;
     // What a client is told past a budget (edge/limits.py words them, for both fronts).
     std::string concurrentRefusal, peerCallsRefusal, busyRefusal, compressionRefusal;
+    // What an inference request is told, by rule: edge/policy.py's REFUSALS, "{field}" templates.
+    std::map<std::string, std::string, std::less<>> refusals;
     std::string tlsCert, tlsKey, tlsRoot;
     bool tls = false, tlsMutual = false;
 
@@ -62,6 +66,11 @@ struct Config
 };
 
 extern Config gConfig;
+
+// The words of refusal `key` (edge/policy.py's REFUSALS, on stdin) with each {field} filled: no refusal text
+// is written in C++, so that both fronts read the same (test_edge_native.py holds them to it).
+std::string refusal(std::string_view key,
+                    std::initializer_list<std::pair<std::string_view, std::string>> fields = {});
 extern std::shared_ptr<const Models> gModels;  // swapped whole (std::atomic_load/store) when stdin says so
 
 // A line on stdout for the Python edge ("listening PORT", "fail MODEL", "error WHY").

@@ -213,7 +213,7 @@ void parseRequest(std::string_view data, Request& request)
 
 std::string whereInput(std::string_view name)
 {
-    return "input " + repr(name);
+    return refusal("where_input", {{"name", repr(name)}});
 }
 
 bool validName(std::string_view s)
@@ -231,17 +231,18 @@ void checkParameters(const Params& params, const char* kind, const std::string& 
     {
         auto found = allowed.find(std::string(key));
         if (found == allowed.end())
-            throw invalid(where + ": parameter " + repr(key) + " is not accepted by this server");
+            throw invalid(refusal("parameter_unknown", {{"where", where}, {"key", repr(key)}}));
         const std::string& type = found->second;
         bool ok = (type == "bool" && value.kind == Param::BOOL) ||
                   (type == "str" && value.kind == Param::STRING) ||
                   (type == "int" && value.kind == Param::INT && !value.unsignedHuge && value.i >= 0 &&
                    value.i <= gConfig.L("max_request_bytes"));
         if (!ok)
-            throw invalid(where + ": parameter " + repr(key) + " must be a " + type + " in range, got " +
-                          value.show());
+            throw invalid(
+                refusal("parameter_value",
+                        {{"where", where}, {"key", repr(key)}, {"kind", type}, {"value", value.show()}}));
         if (type == "str" && !validName(value.s))
-            throw invalid(where + ": parameter " + repr(key) + " is not a valid name");
+            throw invalid(refusal("parameter_name", {{"where", where}, {"key", repr(key)}}));
     }
 }
 
@@ -249,35 +250,36 @@ void parameterCount(const Params& params, const std::string& where)
 {
     const int64_t most = gConfig.L("max_parameters");
     if (static_cast<int64_t>(params.count()) > most)
-        throw invalid(where + ": at most " + std::to_string(most) + " parameters");
+        throw invalid(refusal("parameter_count", {{"where", where}, {"most", std::to_string(most)}}));
 }
 
 // grpc_front.parse_model_infer: the message on its own (names, counts, typed contents made raw).
 void checkMessage(Request& request)
 {
-    if (!validName(request.model)) throw Refused{Code::NOT_FOUND, "unknown model"};
+    if (!validName(request.model)) throw Refused{Code::NOT_FOUND, refusal("unknown_model_name")};
     if (!request.version.empty() &&
         !std::regex_match(request.version.begin(), request.version.end(), gConfig.version))
-        throw Refused{Code::NOT_FOUND, "unknown model version"};
-    parameterCount(request.params, "the request");
+        throw Refused{Code::NOT_FOUND, refusal("unknown_version_name")};
+    parameterCount(request.params, refusal("where_request"));
     const int64_t maxInputs = gConfig.L("max_inputs");
     if (request.inputCount < 1 || static_cast<int64_t>(request.inputCount) > maxInputs)
-        throw invalid("the request needs 1.." + std::to_string(maxInputs) + " inputs");
+        throw invalid(refusal("input_count", {{"most", std::to_string(maxInputs)}}));
     if (request.rawCount != 0 && request.rawCount != request.inputCount)
-        throw invalid(std::to_string(request.rawCount) + " raw_input_contents for " +
-                      std::to_string(request.inputCount) + " inputs");
+        throw invalid(refusal("raw_count", {{"raw", std::to_string(request.rawCount)},
+                                            {"inputs", std::to_string(request.inputCount)}}));
     for (size_t position = 0; position < request.inputs.size(); ++position)
     {
         Input& tensor = request.inputs[position];
         if (!validName(tensor.name))
-            throw invalid("inputs[" + std::to_string(position) + "] needs a valid name");
+            throw invalid(refusal("input_name", {{"position", std::to_string(position)}}));
         std::string where = whereInput(tensor.name);
         if (!gConfig.datatypeBytes.count(std::string(tensor.datatype)))
-            throw invalid(where + ": unknown datatype " + repr(tensor.datatype.substr(0, 16)));
+            throw invalid(refusal("unknown_datatype",
+                                  {{"where", where}, {"datatype", repr(tensor.datatype.substr(0, 16))}}));
         parameterCount(tensor.params, where);
         if (request.rawCount != 0)
         {
-            if (tensor.contentParts != 0) throw invalid(where + ": both contents and raw_input_contents");
+            if (tensor.contentParts != 0) throw invalid(refusal("contents_and_raw", {{"where", where}}));
             tensor.hasRaw = true;
             tensor.raw = request.raw[position];
         }
@@ -288,7 +290,8 @@ void checkMessage(Request& request)
             tensor.raw = tensor.converted;
         }
     }
-    for (const Output& output : request.outputs) parameterCount(output.params, "output " + repr(output.name));
+    for (const Output& output : request.outputs)
+        parameterCount(output.params, refusal("where_output", {{"name", repr(output.name)}}));
 }
 
 // The model named, its version, the request's own fields and the inputs' names.
@@ -297,22 +300,23 @@ const Model& checkModel(const Request& request, const Models& models)
     auto found = models.find(std::string(request.model));
     if (found == models.end())
         throw Refused{Code::NOT_FOUND,
-                      "Request for unknown model: " + repr(request.model.substr(0, 128)) + " is not found"};
+                      refusal("unknown_model", {{"model", repr(request.model.substr(0, 128))}})};
     const Model& model = found->second;
     if (!request.version.empty() && !model.versions.count(std::string(request.version)))
-        throw Refused{Code::NOT_FOUND,
-                      "model " + repr(model.name) + " has no version " + repr(request.version)};
+        throw Refused{Code::NOT_FOUND, refusal("no_version", {{"model", repr(model.name)},
+                                                              {"version", repr(request.version)}})};
     const int64_t maxId = gConfig.L("max_id_length");
     if (static_cast<int64_t>(codePoints(request.id)) > maxId)
-        throw invalid("request id longer than " + std::to_string(maxId) + " characters");
-    checkParameters(request.params, "request", "request");
+        throw invalid(refusal("id_length", {{"most", std::to_string(maxId)}}));
+    checkParameters(request.params, "request", refusal("where_request_parameters"));
     std::vector<std::string> names, expected;
     for (const Input& tensor : request.inputs) names.emplace_back(tensor.name);
     for (const auto& [name, spec] : model.inputs) expected.push_back(name);
     std::sort(names.begin(), names.end());
     if (names != expected)
-        throw invalid("model " + repr(model.name) + " takes inputs " + listRepr(expected) +
-                      ", the request has " + listRepr(names));
+        throw invalid(refusal(
+            "input_names",
+            {{"model", repr(model.name)}, {"expected", listRepr(expected)}, {"names", listRepr(names)}}));
     return model;
 }
 
@@ -330,12 +334,12 @@ unsigned __int128 checkShape(const Input& tensor, const TensorSpec& spec, const 
     const int64_t maxDim = gConfig.L("max_dimension");
     const size_t maxDims = gConfig.L("max_shape_dims");
     if (shape.size() > maxDims)
-        throw invalid(where + ": 'shape' must be a list of at most " + std::to_string(maxDims) +
-                      " dimensions");
+        throw invalid(refusal("shape_length", {{"where", where}, {"most", std::to_string(maxDims)}}));
     for (int64_t dim : shape)
         if (dim < 0 || dim > maxDim)
-            throw invalid(where + ": dimension " + std::to_string(dim) +
-                          " of shape is not an integer in 0.." + std::to_string(maxDim));
+            throw invalid(
+                refusal("dimension",
+                        {{"where", where}, {"dim", std::to_string(dim)}, {"most", std::to_string(maxDim)}}));
     std::vector<int64_t> dims = shape;
     if (model.maxBatchSize > 0)
     {
@@ -344,23 +348,26 @@ unsigned __int128 checkShape(const Input& tensor, const TensorSpec& spec, const 
             std::string joined;
             for (size_t i = 0; i < spec.dims.size(); ++i)
                 joined += (i ? ", " : "") + std::to_string(spec.dims[i]);
-            throw invalid(where + ": shape " + listRepr(shape) + " needs [batch, " + joined +
-                          "] (no batch dimension?)");
+            throw invalid(
+                refusal("batch_missing", {{"where", where}, {"shape", listRepr(shape)}, {"dims", joined}}));
         }
         if (shape[0] < 1 || shape[0] > model.maxBatchSize)
-            throw invalid(where + ": batch size " + std::to_string(shape[0]) + " of shape " +
-                          listRepr(shape) + " is not in 1.." + std::to_string(model.maxBatchSize));
+            throw invalid(refusal("batch_size", {{"where", where},
+                                                 {"batch", std::to_string(shape[0])},
+                                                 {"shape", listRepr(shape)},
+                                                 {"most", std::to_string(model.maxBatchSize)}}));
         if (batch >= 0 && shape[0] != batch)
-            throw invalid(where + ": batch size " + std::to_string(shape[0]) +
-                          " differs from the other inputs' " + std::to_string(batch));
+            throw invalid(refusal(
+                "batch_differs",
+                {{"where", where}, {"batch", std::to_string(shape[0])}, {"other", std::to_string(batch)}}));
         batch = shape[0];
         dims.erase(dims.begin());
     }
     bool match = dims.size() == spec.dims.size();
     for (size_t i = 0; match && i < dims.size(); ++i) match = spec.dims[i] == -1 || spec.dims[i] == dims[i];
     if (!match)
-        throw invalid(where + ": shape " + listRepr(shape) + " does not match the model's dims " +
-                      listRepr(spec.dims));
+        throw invalid(
+            refusal("dims", {{"where", where}, {"shape", listRepr(shape)}, {"dims", listRepr(spec.dims)}}));
     // At most max_shape_dims factors of <= max_dimension each: counted in 128 bits and saturated, and
     // compared right away (the bounds were checked above, before this arithmetic).
     unsigned __int128 elements = 1;
@@ -376,18 +383,19 @@ void checkBytesElements(const Input& tensor, unsigned __int128 elements, const s
     size_t offset = 0, end = tensor.raw.size();
     while (offset < end && count <= elements)
     {
-        if (end - offset < 4) throw invalid(where + ": BYTES data ends inside an element's length");
+        if (end - offset < 4) throw invalid(refusal("bytes_length", {{"where", where}}));
         uint32_t length;
         std::memcpy(&length, tensor.raw.data() + offset, 4);
         if (length > end - offset - 4)
-            throw invalid(where + ": a BYTES element claims " + std::to_string(length) +
-                          " bytes past the end of the data");
+            throw invalid(refusal("bytes_element", {{"where", where}, {"length", std::to_string(length)}}));
         offset += 4 + static_cast<size_t>(length);
         ++count;
     }
     if (count != elements)
-        throw invalid(where + ": shape " + listRepr(tensor.shape) + " declares " + show(elements) +
-                      " elements but the data holds " + show(count));
+        throw invalid(refusal("bytes_count", {{"where", where},
+                                              {"shape", listRepr(tensor.shape)},
+                                              {"elements", show(elements)},
+                                              {"count", show(count)}}));
 }
 
 // One input against its spec: datatype, shape, size, parameters and data. Returns its data's bytes.
@@ -396,29 +404,34 @@ size_t checkInput(const Input& tensor, const Model& model, int64_t& batch)
     const TensorSpec& spec = model.inputs.at(std::string(tensor.name));
     std::string where = whereInput(tensor.name);
     if (tensor.datatype != spec.datatype)
-        throw invalid(where + ": datatype " + repr(tensor.datatype) + ", the model expects " + spec.datatype);
+        throw invalid(
+            refusal("datatype",
+                    {{"where", where}, {"datatype", repr(tensor.datatype)}, {"expected", spec.datatype}}));
     unsigned __int128 elements = checkShape(tensor, spec, model, batch, where);
     const int64_t maxBytes = gConfig.L("max_request_bytes");
     const int item = gConfig.datatypeBytes.at(std::string(tensor.datatype));
     if (item > 0 && elements * item > static_cast<unsigned __int128>(maxBytes))
-        throw Refused{Code::RESOURCE_EXHAUSTED, where + ": shape " + listRepr(tensor.shape) + " needs " +
-                                                    show(elements * item) +
-                                                    " bytes; this server accepts at most " +
-                                                    std::to_string(maxBytes) + " bytes per request"};
+        throw Refused{Code::RESOURCE_EXHAUSTED, refusal("shape_bytes", {{"where", where},
+                                                                        {"shape", listRepr(tensor.shape)},
+                                                                        {"size", show(elements * item)},
+                                                                        {"most", std::to_string(maxBytes)}})};
     checkParameters(tensor.params, "input", where);
     if (!tensor.hasRaw)
     {
         bool region = false;
         for (const auto& [key, value] : tensor.params.entries) region |= key == "shared_memory_region";
-        if (!region) throw invalid(where + " has no data");
+        if (!region) throw invalid(refusal("no_data", {{"where", where}}));
         return 0;
     }
-    if (!tensor.params.empty()) throw invalid(where + ": data and a shared-memory region at once");
+    if (!tensor.params.empty()) throw invalid(refusal("data_and_region", {{"where", where}}));
     if (item == 0)
         checkBytesElements(tensor, elements, where);
     else if (tensor.raw.size() != static_cast<uint64_t>(elements) * item)
-        throw invalid(where + ": shape " + listRepr(tensor.shape) + " of " + std::string(tensor.datatype) +
-                      " needs " + show(elements * item) + " bytes, got " + std::to_string(tensor.raw.size()));
+        throw invalid(refusal("data_size", {{"where", where},
+                                            {"shape", listRepr(tensor.shape)},
+                                            {"datatype", std::string(tensor.datatype)},
+                                            {"size", show(elements * item)},
+                                            {"got", std::to_string(tensor.raw.size())}}));
     return tensor.raw.size();
 }
 
@@ -432,17 +445,17 @@ const Model& check(Request& request, const Models& models)
     for (const Input& tensor : request.inputs) total += checkInput(tensor, model, batch);
     const int64_t maxBytes = gConfig.L("max_request_bytes");
     if (total > static_cast<uint64_t>(maxBytes))
-        throw Refused{Code::RESOURCE_EXHAUSTED, "the inputs hold " + std::to_string(total) +
-                                                    " bytes; this server accepts at most " +
-                                                    std::to_string(maxBytes)};
+        throw Refused{
+            Code::RESOURCE_EXHAUSTED,
+            refusal("inputs_bytes", {{"total", std::to_string(total)}, {"most", std::to_string(maxBytes)}})};
     const int64_t maxOutputs = gConfig.L("max_outputs");
     if (static_cast<int64_t>(request.outputCount) > maxOutputs)
-        throw invalid("at most " + std::to_string(maxOutputs) + " outputs per request");
+        throw invalid(refusal("output_count", {{"most", std::to_string(maxOutputs)}}));
     for (const Output& output : request.outputs)
     {
         if (!model.outputs.count(std::string(output.name)))
-            throw invalid("model " + repr(model.name) + " has no output " + repr(output.name));
-        checkParameters(output.params, "output", "output " + repr(output.name));
+            throw invalid(refusal("no_output", {{"model", repr(model.name)}, {"output", repr(output.name)}}));
+        checkParameters(output.params, "output", refusal("where_output", {{"name", repr(output.name)}}));
     }
     return model;
 }
@@ -471,8 +484,7 @@ std::string encode(const Request& request)
 {
     size_t rawBytes = 0, withData = 0;
     for (const Input& tensor : request.inputs) rawBytes += tensor.raw.size(), withData += tensor.hasRaw;
-    if (withData != 0 && withData != request.inputs.size())
-        throw invalid("inputs in shared memory and inputs with data cannot be mixed in one request");
+    if (withData != 0 && withData != request.inputs.size()) throw invalid(refusal("mixed_data"));
     std::string out;
     out.reserve(rawBytes + 1024);
     if (!request.model.empty()) putBytes(out, 1, request.model);
@@ -519,7 +531,7 @@ std::string checkModelInfer(std::string_view message, const Models& models, std:
     }
     catch (const std::exception&)
     {
-        throw Refused{Code::INVALID_ARGUMENT, "malformed request"};
+        throw Refused{Code::INVALID_ARGUMENT, refusal("malformed")};
     }
 }
 

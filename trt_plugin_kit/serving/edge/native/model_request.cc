@@ -181,7 +181,7 @@ std::string contentsToRaw(const Input& input, const std::string& where)
     {
         auto found = gConfig.contents.find(datatype);
         if (found == gConfig.contents.end())
-            throw invalid(where + ": " + datatype + " must be sent in raw_input_contents");
+            throw invalid(refusal("raw_only", {{"where", where}, {"datatype", datatype}}));
         for (int f = 1; f <= 8; ++f)
             if (found->second.first == kContentFields[f - 1].first) target = f;
         numpyType = found->second.second;
@@ -243,14 +243,12 @@ std::string contentsToRaw(const Input& input, const std::string& where)
                 else if (numpyType == "uint64")
                     append(out, static_cast<uint64_t>(raw));
                 else
-                    throw invalid(where + ": " + datatype + " must be sent in raw_input_contents");
+                    throw invalid(refusal("raw_only", {{"where", where}, {"datatype", datatype}}));
             }
         }
         if (out.size() > cap)
-            throw Refused{Code::RESOURCE_EXHAUSTED, where + ": its contents need more than " +
-                                                        std::to_string(cap) +
-                                                        " bytes; this server accepts at most " +
-                                                        std::to_string(cap) + " bytes per request"};
+            throw Refused{Code::RESOURCE_EXHAUSTED,
+                          refusal("contents_size", {{"where", where}, {"most", std::to_string(cap)}})};
     };
     Reader r(input.contents, 2);
     while (!r.done())
@@ -273,10 +271,13 @@ std::string contentsToRaw(const Input& input, const std::string& where)
     {
         for (int f = 1; f <= 8; ++f)
             if (present[f] && f != target)
-                throw invalid(where + ": " + kContentFields[f - 1].first + " does not carry " + datatype);
+                throw invalid(refusal("contents_field", {{"where", where},
+                                                         {"field", std::string(kContentFields[f - 1].first)},
+                                                         {"datatype", datatype}}));
         if (overflow)
-            throw invalid(where + ": a value of " + kContentFields[target - 1].first +
-                          " is out of range for " + datatype);
+            throw invalid(refusal("contents_range", {{"where", where},
+                                                     {"field", std::string(kContentFields[target - 1].first)},
+                                                     {"datatype", datatype}}));
     }
     return out;
 }

@@ -20,7 +20,7 @@ inline Refused invalid(std::string message)
 }
 inline Refused malformed(const char* why)
 {
-    return invalid(std::string("malformed request (") + why + ")");
+    return invalid(refusal("malformed_why", {{"why", why}}));
 }
 
 // Python's repr() of a str, for the names in messages (clients see the same words as from grpc_front.py).
