@@ -4,6 +4,23 @@
 # sockets behind the edge. The plugin library and the engines come from the `builder` service through the
 # shared volume; the tag is pinned in docker-compose.yml.
 ARG TRITONSERVER_IMAGE
+
+# The edge's compiled gRPC front (trt_plugin_kit/serving/edge/native), so that the GPU image serves gRPC through
+# the same front as `make serve` and the CPU image (issue 39: one front everywhere; the Python gRPC front has
+# fewer budgets). Built on the same base as the image it runs in, from source: a GPU host has the network the
+# NGC pull needs. nghttp2 is linked statically (its Ubuntu package has the archive); OpenSSL and zlib are in
+# NVIDIA's image.
+FROM ${TRITONSERVER_IMAGE} AS edge-native
+WORKDIR /src
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends g++ cmake make pkg-config libnghttp2-dev libssl-dev zlib1g-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY cmake/ccache.cmake cmake/ccache.cmake
+COPY trt_plugin_kit/serving/edge/native trt_plugin_kit/serving/edge/native
+RUN cmake -S trt_plugin_kit/serving/edge/native -B /tmp/build -DCMAKE_BUILD_TYPE=Release \
+ && cmake --build /tmp/build -j "$(nproc)" \
+ && mkdir -p /out && cp /tmp/build/trt-plugin-kit-edge-grpc /out/
+
 FROM ${TRITONSERVER_IMAGE}
 
 ENV PIP_BREAK_SYSTEM_PACKAGES=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -17,6 +34,11 @@ RUN python3 -m pip install -r /tmp/triton-requirements.txt \
 COPY trt_plugin_kit /opt/trt_plugin_kit_src/trt_plugin_kit
 COPY docker/triton_entrypoint.sh /usr/local/bin/trt_plugin_kit_entrypoint
 ENV PYTHONPATH=/opt/trt_plugin_kit_src
+# The compiled gRPC front where the launcher looks for it ($TRT_PLUGIN_KIT_EDGE_GRPC); a binary that does not
+# start (a library missing here) fails the build: with no configuration on stdin it says so and exits.
+COPY --from=edge-native /out/trt-plugin-kit-edge-grpc /opt/trt_plugin_kit_src/build/edge-native/trt-plugin-kit-edge-grpc
+ENV TRT_PLUGIN_KIT_EDGE_GRPC=/opt/trt_plugin_kit_src/build/edge-native/trt-plugin-kit-edge-grpc
+RUN "${TRT_PLUGIN_KIT_EDGE_GRPC}" </dev/null | grep -q "configuration ended early"
 # A missing dependency fails the build, not the first start on a GPU node.
 RUN python3 -c "import trt_plugin_kit.serving.edge.app, trt_plugin_kit.serving.cli, trt_plugin_kit.tritonserver.protocol, \
 tritonclient.grpc, tritonclient.http"

@@ -434,6 +434,41 @@ def test_dockerfiles_copy_only_what_exists():
                 assert (REPO_ROOT / path).exists(), f"{dockerfile.name}: COPY {path} does not exist"
 
 
+def test_dockerfiles_copy_only_what_their_dockerignore_admits():
+    """Each image's context is an allowlist (`*`, then `!PATH` lines): a COPY of a path it does not admit
+    fails only when the image is built, which for the GPU image is never here."""
+    for dockerfile in DOCKER_DIR.glob("*.Dockerfile"):
+        ignore = dockerfile.with_name(dockerfile.name + ".dockerignore")
+        lines = ignore.read_text().split() if ignore.is_file() else []
+        if "*" not in lines:
+            continue
+        admitted = [line[1:].rstrip("/") for line in lines if line.startswith("!")]
+        for source in re.findall(
+            r"^COPY\s+(?!--from=)(.+?)\s+\S+$", dockerfile.read_text(), flags=re.MULTILINE
+        ):
+            for path in source.split():
+                path = path.rstrip("/")
+                # the path itself, a folder above it, or (a folder copied whole) entries below it
+                inside = (path == a or path.startswith(a + "/") or a.startswith(path + "/") for a in admitted)
+                assert any(inside), f"{dockerfile.name}: COPY {path} is not admitted by {ignore.name}"
+
+
+def test_every_image_serves_grpc_through_the_compiled_front():
+    """Issue 39: the GPU image (NVIDIA's, not buildable here) builds the edge's compiled gRPC front as the
+    CPU image stages it, puts it where $TRT_PLUGIN_KIT_EDGE_GRPC says, and fails its build if it cannot
+    start."""
+    from trt_plugin_kit.serving.edge.contract import NATIVE_GRPC_ENV
+    from trt_plugin_kit.serving.edge.native_front import BINARY_NAME
+
+    gpu = (DOCKER_DIR / "triton.Dockerfile").read_text()
+    assert "AS edge-native" in gpu and "cmake -S trt_plugin_kit/serving/edge/native" in gpu
+    (copied,) = re.findall(rf"^COPY --from=edge-native /out/{BINARY_NAME} (\S+)$", gpu, flags=re.MULTILINE)
+    assert f"ENV {NATIVE_GRPC_ENV}={copied}" in gpu
+    assert f'RUN "${{{NATIVE_GRPC_ENV}}}" </dev/null | grep -q "configuration ended early"' in gpu
+    cpu = (DOCKER_DIR / "python.Dockerfile").read_text()
+    assert f"COPY --from=edge-native /out/{BINARY_NAME}" in cpu
+
+
 def test_shell_scripts_parse():
     for script in DOCKER_DIR.glob("*.sh"):
         subprocess.run(["bash", "-n", str(script)], check=True)
