@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 
 from clients import errors, shm
 from clients.shm import SHARED_MEMORY_KINDS
-from clients.triton import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ConnectionSettings
+from clients.tritonserver import DEFAULT_RETRIES, DEFAULT_TIMEOUT_S, ConnectionSettings
 from trt_plugin_kit.interface import MNIST_DIR, MNIST_DIR_ENV, SHARED_DIR, admin_header
 from trt_plugin_kit.tritonserver import options as cli_options
 from trt_plugin_kit.tritonserver.model_io import value_range

@@ -10,7 +10,7 @@ from clients.errors import (
     ServerUnreachableError,
     WrongModelError,
 )
-from clients.triton import TritonClient
+from clients.tritonserver import TritonClient
 from trt_plugin_kit.tritonserver.protocol import candidate_models, unknown_model_hint
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from clients.errors import ClientError
 from clients.shm import SharedMemoryPool, tensor_nbytes
-from clients.triton import TritonClient
+from clients.tritonserver import TritonClient
 from trt_plugin_kit.tritonserver.protocol import InputTensor, OutputRequest
 
 

@@ -31,7 +31,7 @@ from clients.errors import (
     ServerUnreachableError,
     SharedMemoryError,
 )
-from clients.triton import TritonClient
+from clients.tritonserver import TritonClient
 from trt_plugin_kit.tritonserver.protocol import REGION_RELEASE_WAIT_S, REGION_RETRY_S, region_in_use
 
 log = logging.getLogger("clients")

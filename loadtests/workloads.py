@@ -59,7 +59,8 @@ def is_retryable(error: Exception) -> bool:
         return True
     if isinstance(error, InferenceServerException):
         status = str(error.status() or "")
-        # Triton refuses a restricted API with gRPC UNAVAILABLE too (clients/triton.py): not the path's fault.
+        # Triton refuses a restricted API with gRPC UNAVAILABLE too (clients/tritonserver.py): not the path's
+        # fault.
         if "restricted" in str(error.message() or "").lower():
             return False
         return status in RETRYABLE_HTTP_STATUS or status == "StatusCode.UNAVAILABLE"

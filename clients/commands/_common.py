@@ -11,7 +11,7 @@ import numpy as np
 from clients.contracts import ModelCheck
 from clients.errors import InferenceError, UsageError
 from clients.runner import Outcome
-from clients.triton import ConnectionSettings
+from clients.tritonserver import ConnectionSettings
 
 T = TypeVar("T")
 

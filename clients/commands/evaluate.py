@@ -33,7 +33,7 @@ from clients.stats import (
     format_confusion_matrix,
     summarize_latencies,
 )
-from clients.triton import ConnectionSettings, TritonClient
+from clients.tritonserver import ConnectionSettings, TritonClient
 from trt_plugin_kit.models import mnist
 
 SPLITS = ("validation", "train", "all")

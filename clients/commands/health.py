@@ -8,7 +8,7 @@ import json
 from clients.contracts import CONTRACTS, check_model
 from clients.errors import EXIT_MODEL_UNAVAILABLE, EXIT_OK, EXIT_WRONG_MODEL, UsageError
 from clients.preflight import explain_unavailable
-from clients.triton import ConnectionSettings, TritonClient
+from clients.tritonserver import ConnectionSettings, TritonClient
 
 
 def _tensor_line(tensor: dict, labelled: set[str]) -> str:

@@ -26,7 +26,7 @@ from clients.errors import RejectedInputError, UsageError
 from clients.inputs import EncodedImage, bytes_tensor, gather_images, preprocess_all_for_mnist
 from clients.preflight import check_served_model
 from clients.runner import Job, OutputSpec, run_jobs
-from clients.triton import ConnectionSettings, TritonClient
+from clients.tritonserver import ConnectionSettings, TritonClient
 
 
 def _make_job(

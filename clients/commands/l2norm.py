@@ -14,7 +14,7 @@ from clients.errors import BadInputError, UsageError
 from clients.inputs import load_vectors, save_vectors
 from clients.preflight import check_served_model
 from clients.runner import Job, OutputSpec, run_jobs
-from clients.triton import ConnectionSettings, TritonClient
+from clients.tritonserver import ConnectionSettings, TritonClient
 
 
 async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:

@@ -19,7 +19,7 @@ from clients.commands._common import chunks, sending_options
 from clients.errors import BadInputError, ModelUnavailableError, ServerUnreachableError, UsageError
 from clients.preflight import explain_unavailable
 from clients.runner import Job, OutputSpec, run_jobs
-from clients.triton import ConnectionSettings, TritonClient
+from clients.tritonserver import ConnectionSettings, TritonClient
 from trt_plugin_kit.tritonserver.model_io import (
     ModelDataError,
     ModelIO,

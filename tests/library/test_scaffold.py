@@ -100,6 +100,11 @@ def tutorial_run(copy: Path) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOADTEST_", "TRITON_", "LOCUST_"))}
     env |= {"TRITON_HTTP_PORT": str(ports.http), "TRITON_GRPC_PORT": str(ports.grpc)}
     env |= {"TRITON_METRICS_PORT": str(ports.metrics), "TRITON_VARIANT": "cpu"}
+    # The copy's `make plugins` takes the checkout's Triton kernels from their compile cache (the Makefile's
+    # TRITON_KERNEL_CACHE) as ccache gives it the C++ objects: only the new folder's kernel.py compiles.
+    env["TRITON_KERNEL_CACHE"] = str(
+        Path(os.environ.get("BUILD_DIR", REPO_ROOT / "build")).resolve() / "triton-cache"
+    )
     # The copy shares this checkout's venv, whose editable install points here: PYTHONPATH makes its console
     # scripts (trt-plugin-kit, -client, -loadtest) import the copy's kit, as the copy's own install would.
     env["PYTHONPATH"] = str(copy)

@@ -120,8 +120,9 @@ def test_serve_script_reports_a_taken_port_and_exits(tmp_path):
             assert script.process.wait(timeout=30) == 1
         finally:
             script.kill()
-    # Checked before anything starts: serve.py names the port and its role, and how to choose others.
-    assert f"serve.py: error: cannot listen on 127.0.0.1:{ports.http} (HTTP port)" in output, output
+    # Checked before anything starts: the launcher names the port and its role, and how to choose others.
+    refusal = f"trt-plugin-kit serve: error: cannot listen on 127.0.0.1:{ports.http} (HTTP port)"
+    assert refusal in output, output
     assert "address already in use" in output.lower()
     assert READY_LINE not in output
     # Issue 40, item 13: the useful line alone, no traceback around it ("Event loop is closed", ...).

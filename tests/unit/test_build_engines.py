@@ -17,7 +17,7 @@ from tritonclient.grpc import model_config_pb2
 from trt_plugin_kit.engines.builder import atomic_write
 from trt_plugin_kit.engines.cli import DEFAULT_ENGINE_DIR, parse_args
 from trt_plugin_kit.engines.consistency import (
-    TensorSpec,
+    GraphTensor,
     check_io_against_config,
     check_profile_covers_config,
     onnx_io_specs,
@@ -325,8 +325,8 @@ def test_missing_config_file(tmp_path):
 
 def _specs(image_shape=(-1, 1, 28, 28), image_type="TYPE_FP32", output=("probabilities", (-1, 10))):
     return [
-        TensorSpec("image", True, image_type, tuple(image_shape)),
-        TensorSpec(output[0], False, "TYPE_FP32", tuple(output[1])),
+        GraphTensor("image", True, image_type, tuple(image_shape)),
+        GraphTensor(output[0], False, "TYPE_FP32", tuple(output[1])),
     ]
 
 
@@ -347,7 +347,7 @@ def test_io_check_accepts_the_committed_onnx_graphs(repository):
         (_specs(image_type="TYPE_FP16"), "config.pbtxt says TYPE_FP32, the engine has TYPE_FP16"),
         (_specs(output=("prob", (-1, 10))), "output 'probabilities' is not an output"),
         (_specs()[:1], "output 'probabilities' is not an output"),
-        (_specs() + [TensorSpec("extra", False, "TYPE_FP32", (-1,))], "output 'extra' that config.pbtxt"),
+        (_specs() + [GraphTensor("extra", False, "TYPE_FP32", (-1,))], "output 'extra' that config.pbtxt"),
     ],
 )
 def test_io_check_reports_mismatches(repository, specs, message):

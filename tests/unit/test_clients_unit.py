@@ -47,7 +47,7 @@ from clients.stats import (
     format_confusion_matrix,
     summarize_latencies,
 )
-from clients.triton import ConnectionSettings, normalize_config, normalize_metadata
+from clients.tritonserver import ConnectionSettings, normalize_config, normalize_metadata
 from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.models import mnist
 from trt_plugin_kit.serving import preprocess as serving_preprocess

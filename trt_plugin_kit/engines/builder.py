@@ -17,8 +17,8 @@ import numpy as np
 
 from trt_plugin_kit.engines.consistency import (
     TRT_TO_TRITON,
+    GraphTensor,
     Profile,
-    TensorSpec,
     check_io_against_config,
     check_profile_covers_config,
 )
@@ -163,23 +163,23 @@ def _triton_type(dtype) -> str:
     return TRT_TO_TRITON.get(dtype.name, f"TRT_{dtype.name}")
 
 
-def network_io_specs(network) -> list[TensorSpec]:
+def network_io_specs(network) -> list[GraphTensor]:
     """The inputs and outputs of a TensorRT network definition, as TensorRT's parser (or we) made them."""
     inputs = [network.get_input(i) for i in range(network.num_inputs)]
     outputs = [network.get_output(i) for i in range(network.num_outputs)]
     return [
-        TensorSpec(tensor.name, is_input, _triton_type(tensor.dtype), tuple(tensor.shape))
+        GraphTensor(tensor.name, is_input, _triton_type(tensor.dtype), tuple(tensor.shape))
         for is_input, tensors in ((True, inputs), (False, outputs))
         for tensor in tensors
     ]
 
 
-def engine_io_specs(trt, engine) -> tuple[list[TensorSpec], Profile]:
+def engine_io_specs(trt, engine) -> tuple[list[GraphTensor], Profile]:
     specs, profiles = [], {}
     for index in range(engine.num_io_tensors):
         name = engine.get_tensor_name(index)
         is_input = engine.get_tensor_mode(name) == trt.TensorIOMode.INPUT
-        specs.append(TensorSpec(name, is_input, _triton_type(engine.get_tensor_dtype(name)),
+        specs.append(GraphTensor(name, is_input, _triton_type(engine.get_tensor_dtype(name)),
                                 tuple(engine.get_tensor_shape(name))))  # fmt: skip
         if is_input:
             low, opt, high = engine.get_tensor_profile_shape(name, 0)

@@ -1,7 +1,7 @@
 """Everything an engine must agree on with its Triton ``config.pbtxt``, checked without TensorRT.
 
 The same checks run on the ONNX graph before building, on TensorRT's network after parsing, on the
-optimization profile and on the engine after building (:mod:`.builder` turns those into :class:`TensorSpec`).
+optimization profile and on the engine after building (:mod:`.builder` turns those into :class:`GraphTensor`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ Profile = dict[str, tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]  #
 
 
 @dataclass(frozen=True)
-class TensorSpec:
+class GraphTensor:
     """One I/O tensor of an ONNX graph or an engine: Triton data type name and full shape (-1 = dynamic)."""
 
     name: str
@@ -51,7 +51,7 @@ TRT_TO_TRITON = {
 }
 
 
-def onnx_io_specs(model) -> list[TensorSpec]:
+def onnx_io_specs(model) -> list[GraphTensor]:
     """The graph inputs/outputs of an ONNX model (symbolic dims become -1)."""
     specs = []
     initializers = {init.name for init in model.graph.initializer}
@@ -62,11 +62,11 @@ def onnx_io_specs(model) -> list[TensorSpec]:
             tensor_type = value.type.tensor_type
             shape = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
             data_type = ONNX_TO_TRITON.get(tensor_type.elem_type, f"ONNX_TYPE_{tensor_type.elem_type}")
-            specs.append(TensorSpec(value.name, is_input, data_type, shape))
+            specs.append(GraphTensor(value.name, is_input, data_type, shape))
     return specs
 
 
-def check_io_against_config(specs: Sequence[TensorSpec], config: ModelConfig, what: str) -> None:
+def check_io_against_config(specs: Sequence[GraphTensor], config: ModelConfig, what: str) -> None:
     """Raises BuildFailure listing every difference between ``specs`` and the Triton config's I/O."""
     problems = []
     expected = {(t.name, True): t for t in config.inputs} | {(t.name, False): t for t in config.outputs}

@@ -48,7 +48,7 @@ STABLE_AFTER_S = 60.0  # a server that stayed up this long resets the back-off
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="serve.py",
+        prog="trt-plugin-kit serve",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -107,7 +107,7 @@ def _raise_stop(signum, _frame):
 
 
 def _say(message: str, error: bool = False) -> None:
-    print(f"serve.py: {message}", file=sys.stderr if error else sys.stdout, flush=True)
+    print(f"trt-plugin-kit serve: {message}", file=sys.stderr if error else sys.stdout, flush=True)
 
 
 def make_server(args: argparse.Namespace, variant: str) -> TritonServer:

@@ -96,7 +96,9 @@ class FieldSpec:
 
 
 @dataclass(frozen=True)
-class TensorSpec:
+class PluginTensor:
+    """One input or output a plugin declares in its spec.yaml: the types it accepts and what it means."""
+
     name: str
     types: tuple[str, ...]
     meaning: str
@@ -110,8 +112,8 @@ class PluginSpec:
     folder: Path
     reference: str
     error_scale: str | None
-    inputs: tuple[TensorSpec, ...]
-    outputs: tuple[TensorSpec, ...]
+    inputs: tuple[PluginTensor, ...]
+    outputs: tuple[PluginTensor, ...]
     formats: tuple[str, ...]
     fields: tuple[FieldSpec, ...]
     example: dict
@@ -403,14 +405,15 @@ def _load_field(where: str, raw: Any) -> FieldSpec:
     )
 
 
-def _load_tensors(where: str, raw: Any) -> tuple[TensorSpec, ...]:
+def _load_tensors(where: str, raw: Any) -> tuple[PluginTensor, ...]:
     _require(isinstance(raw, list) and raw, where, "needs a non-empty list")
     tensors = []
     for item in raw:
         _require(isinstance(item, dict) and not set(item) - _TENSOR_KEYS, where, f"bad tensor entry {item!r}")
         types = item.get("types")
         _require(isinstance(types, list) and types and set(types) <= set(TENSOR_TYPES), where, "bad types")
-        tensors.append(TensorSpec(str(item.get("name")), tuple(types), str(item.get("meaning", "")).strip()))
+        meaning = str(item.get("meaning", "")).strip()
+        tensors.append(PluginTensor(str(item.get("name")), tuple(types), meaning))
     return tuple(tensors)
 
 

@@ -2,9 +2,9 @@
 of a protocol/port mix-up.
 
 tritonclient's blocking and asyncio clients take the same InferInput / InferRequestedOutput classes, so the
-one builder here serves the asyncio clients (clients/triton.py), the Locust users (loadtests/locustfile.py)
-and the soak (loadtests/soak/). tritonclient is imported only when it is used: Locust must switch gRPC to
-gevent before any gRPC channel exists.
+one builder here serves the asyncio clients (clients/tritonserver.py), the Locust users
+(loadtests/locustfile.py) and the soak (loadtests/soak/). tritonclient is imported only when it is used:
+Locust must switch gRPC to gevent before any gRPC channel exists.
 """
 
 from __future__ import annotations

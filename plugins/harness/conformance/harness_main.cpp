@@ -190,58 +190,66 @@ int describe(RecordingLogger& logger)
     std::fputs(out.str().c_str(), stdout);
     return 0;
 }
-}  // namespace
-
-int main(int argc, char** argv)
+//! The command line; parse() is false on anything unknown or without --library.
+struct Arguments
 {
     std::string library, filter;
     int64_t maxElements = -1;  // --max-elements: skip larger cases (sanitizer runs are 10-100x slower)
     RunOptions options;
     bool cpuOnly = false, verbose = false, describeOnly = false;
-    for (int i = 1; i < argc; ++i)
-    {
-        std::string const arg = argv[i];
-        auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-        if (arg == "--library")
-            library = value();
-        else if (arg == "--filter")
-            filter = value();
-        else if (arg == "--dump")
-            options.dumpDir = value();
-        else if (arg == "--max-elements")
-            maxElements = std::atoll(value().c_str());
-        else if (arg == "--cpu-only")
-            cpuOnly = true;
-        else if (arg == "--verbose")
-            verbose = true;
-        else if (arg == "--describe")
-            describeOnly = true;
-        else
-            return usage();
-    }
-    if (library.empty()) return usage();
 
-    if (describeOnly)
+    bool parse(int argc, char** argv)
     {
-        RecordingLogger logger;
-        HarnessLoggerFinder finder(&logger);
-        try
+        for (int i = 1; i < argc; ++i)
         {
-            PluginLibrary plugins(library);
-            plugins.setLoggerFinder(&finder);
-            plugins.loadLibrary();
-            return describe(logger);
+            std::string const arg = argv[i];
+            auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+            if (arg == "--library")
+                library = value();
+            else if (arg == "--filter")
+                filter = value();
+            else if (arg == "--dump")
+                options.dumpDir = value();
+            else if (arg == "--max-elements")
+                maxElements = std::atoll(value().c_str());
+            else if (arg == "--cpu-only")
+                cpuOnly = true;
+            else if (arg == "--verbose")
+                verbose = true;
+            else if (arg == "--describe")
+                describeOnly = true;
+            else
+                return false;
         }
-        catch (std::exception const& e)
-        {
-            std::fprintf(stderr, "plugin_harness: %s\n", e.what());
-            return 1;
-        }
+        return !library.empty();
     }
+};
 
+//! --describe: loads the library as loadLibrary does and prints what each creator declares.
+int describeLibrary(std::string const& library)
+{
+    RecordingLogger logger;
+    HarnessLoggerFinder finder(&logger);
+    try
+    {
+        PluginLibrary plugins(library);
+        plugins.setLoggerFinder(&finder);
+        plugins.loadLibrary();
+        return describe(logger);
+    }
+    catch (std::exception const& e)
+    {
+        std::fprintf(stderr, "plugin_harness: %s\n", e.what());
+        return 1;
+    }
+}
+
+//! Whether the GPU checks run (a device, and no --cpu-only); prints the device or why they do not.
+bool announceDevice(bool cpuOnly)
+{
     int deviceCount = 0;
-    options.gpu = !cpuOnly && cudaGetDeviceCount(&deviceCount) == cudaSuccess && deviceCount > 0;
-    if (options.gpu)
+    bool const gpu = !cpuOnly && cudaGetDeviceCount(&deviceCount) == cudaSuccess && deviceCount > 0;
+    if (gpu)
     {
         cudaDeviceProp prop{};
         cudaGetDeviceProperties(&prop, 0);
@@ -259,58 +267,49 @@ int main(int argc, char** argv)
             "trip)\n",
             cpuOnly ? " (--cpu-only)" : "");
     }
+    return gpu;
+}
 
-    Counts counts;
-    RecordingLogger logger;
-    logger.setEcho(verbose);
-    HarnessLoggerFinder finder(&logger);
+//! "namespace::name@version" of every V3 creator registered.
+std::set<std::string> registeredKeys()
+{
+    std::set<std::string> names;
+    int32_t n = 0;
+    auto* const* creators = HarnessRegistry::instance().getAllCreators(&n);
+    for (int32_t i = 0; i < n; ++i)
+    {
+        if (auto* v3 = asV3Creator(creators[i]))
+            names.insert(std::string(v3->getPluginNamespace()) + "::" + v3->getPluginName() + "@" +
+                         v3->getPluginVersion());
+    }
+    return names;
+}
 
-    // ---- 1. dlopen, as Triton's TensorRT backend or LD_PRELOAD: the static initializer registers.
-    std::unique_ptr<PluginLibrary> plugins;
-    try
-    {
-        plugins = std::make_unique<PluginLibrary>(library);
-    }
-    catch (std::exception const& e)
-    {
-        std::printf("FAIL %s\nharness: 0 passed, 1 failed\n", e.what());
-        return 1;
-    }
+//! Steps 2 and 3 of the call sequence, on a library already dlopen()ed (step 1, which registers): the
+//! loadLibrary path, then each creator's field declarations against its spec.yaml.
+void checkRegistration(PluginLibrary& plugins, HarnessLoggerFinder& finder, Counts& counts)
+{
     std::set<std::string> expectedKeys;  // one creator per plugin folder's spec
     for (auto const& spec : pluginSpecs())
         expectedKeys.insert("trt_plugin_kit::" + spec.name + "@" + spec.version);
-    auto registeredNames = []
-    {
-        std::set<std::string> names;
-        int32_t n = 0;
-        auto* const* creators = HarnessRegistry::instance().getAllCreators(&n);
-        for (int32_t i = 0; i < n; ++i)
-        {
-            if (auto* v3 = asV3Creator(creators[i]))
-                names.insert(std::string(v3->getPluginNamespace()) + "::" + v3->getPluginName() + "@" +
-                             v3->getPluginVersion());
-        }
-        return names;
-    };
-    counts.record(
-        registeredNames() == expectedKeys && HarnessRegistry::instance().size() == expectedKeys.size(),
-        "registry: static registration on dlopen",
-        std::to_string(HarnessRegistry::instance().size()) + " creators");
+    auto const registeredOnce = [&expectedKeys]
+    { return registeredKeys() == expectedKeys && HarnessRegistry::instance().size() == expectedKeys.size(); };
+    counts.record(registeredOnce(), "registry: static registration on dlopen",
+                  std::to_string(HarnessRegistry::instance().size()) + " creators");
 
     // ---- 2. the loadLibrary path: exported entry points, logger hand-over, no duplicate registration.
-    bool const exported = plugins->exportsEntryPoints();
+    bool const exported = plugins.exportsEntryPoints();
     std::string loadProblem;
     try
     {
-        plugins->setLoggerFinder(&finder);
-        plugins->loadLibrary();
+        plugins.setLoggerFinder(&finder);
+        plugins.loadLibrary();
     }
     catch (std::exception const& e)
     {
         loadProblem = e.what();
     }
-    counts.record(exported && loadProblem.empty() && registeredNames() == expectedKeys &&
-                      HarnessRegistry::instance().size() == expectedKeys.size(),
+    counts.record(exported && loadProblem.empty() && registeredOnce(),
                   "registry: setLoggerFinder/getCreators exported, loadLibrary registers each creator once",
                   loadProblem);
 
@@ -325,19 +324,21 @@ int main(int argc, char** argv)
         counts.record(ok, "getFieldNames " + spec.name + " matches its spec",
                       ok ? declared : "declared " + declared + ", spec " + declaredFields(spec));
     }
+}
 
-    // ---- 4. the suites
+//! Step 4: every case, reject and shape error the filter (and --max-elements) lets through.
+void runSuites(Arguments const& args, RecordingLogger& logger, Counts& counts)
+{
     Suite suite = allCases();
-
     int index = 0;
     for (auto& c : suite.cases)
     {
         std::string const what = c.plugin + " " + c.label;
         int64_t elements = 0;
         for (auto const& spec : c.inputs) elements += volumeOf(spec.dims);
-        if (matches(filter, what) && (maxElements < 0 || elements <= maxElements))
+        if (matches(args.filter, what) && (args.maxElements < 0 || elements <= args.maxElements))
         {
-            Result r = runCase(c, options, logger, index);
+            Result r = runCase(c, args.options, logger, index);
             counts.record(r.pass, what, r.detail);
         }
         ++index;
@@ -345,7 +346,7 @@ int main(int argc, char** argv)
     for (auto& r : suite.rejects)
     {
         std::string const what = r.plugin + " rejects " + r.label;
-        if (matches(filter, what))
+        if (matches(args.filter, what))
         {
             Result res = runReject(r, logger);
             counts.record(res.pass, what, res.detail);
@@ -354,12 +355,40 @@ int main(int argc, char** argv)
     for (auto& s : suite.shapeErrors)
     {
         std::string const what = s.plugin + " reports " + s.label;
-        if (matches(filter, what))
+        if (matches(args.filter, what))
         {
             Result res = runShapeError(s, logger);
             counts.record(res.pass, what, res.detail);
         }
     }
+}
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    Arguments args;
+    if (!args.parse(argc, argv)) return usage();
+    if (args.describeOnly) return describeLibrary(args.library);
+    args.options.gpu = announceDevice(args.cpuOnly);
+
+    Counts counts;
+    RecordingLogger logger;
+    logger.setEcho(args.verbose);
+    HarnessLoggerFinder finder(&logger);
+
+    // ---- 1. dlopen, as Triton's TensorRT backend or LD_PRELOAD: the static initializer registers.
+    std::unique_ptr<PluginLibrary> plugins;
+    try
+    {
+        plugins = std::make_unique<PluginLibrary>(args.library);
+    }
+    catch (std::exception const& e)
+    {
+        std::printf("FAIL %s\nharness: 0 passed, 1 failed\n", e.what());
+        return 1;
+    }
+    checkRegistration(*plugins, finder, counts);
+    runSuites(args, logger, counts);
 
     plugins.reset();  // hands the logger back, closes loadLibrary's handle
     std::printf("harness: %d passed, %d failed\n", counts.passed, counts.failed);

@@ -74,160 +74,198 @@ char const* phaseName(TensorRTPhase phase)
                                               : "invalid";
 }
 
-//! One generated collection through both phases; failures are appended to stats.messages.
-void runIteration(std::string const& plugin, IPluginCreatorV3One* creator, int64_t iteration,
-                  FuzzOptions const& options, std::vector<DeclaredField> const& declared,
-                  std::vector<FuzzCollection> const& corpus, harness::RecordingLogger& logger,
-                  PluginStats& stats)
+//! One generated collection through both phases (and, 1 in 64, an unknown phase value); failures are
+//! appended to stats.messages. Its steps, per phase: createPlugin and the verdict on it, the serialize round
+//! trip (with build calls on a plausible shape for 1 in buildSampleEvery), then random shapes.
+class Iteration
 {
-    Rng rng(iterationSeed(options.seed, plugin, iteration));
-    std::string violated;
-    FuzzCollection collection = generate(plugin, rng, declared, corpus, violated);
-    bool const specValid = collection.origin == "valid";
-    stats.specValid += specValid ? 1 : 0;
-    stats.specViolations += violated.empty() ? 0 : 1;
-    PluginFieldCollection const* fc = collection.build();
-    std::string const where =
-        plugin + " seed=" + std::to_string(options.seed) + " iteration=" + std::to_string(iteration);
-    bool const verbose = options.verbose || options.onlyIteration >= 0;
-    if (verbose) std::printf("  %s: %s\n", where.c_str(), collection.describe().c_str());
-    ++stats.collections;
-    auto failure = [&](std::string const& phase, std::string const& what)
+public:
+    Iteration(std::string const& plugin, IPluginCreatorV3One* creator, int64_t iteration,
+              FuzzOptions const& options, harness::RecordingLogger& logger, PluginStats& stats)
+        : mPlugin(plugin),
+          mCreator(creator),
+          mOptions(options),
+          mLogger(logger),
+          mStats(stats),
+          mRng(iterationSeed(options.seed, plugin, iteration)),
+          mWhere(plugin + " seed=" + std::to_string(options.seed) +
+                 " iteration=" + std::to_string(iteration)),
+          mVerbose(options.verbose || options.onlyIteration >= 0)
     {
-        ++stats.failures;
-        if (stats.messages.size() < 20)
-            stats.messages.push_back(where + " " + phase + ": " + what + " | fields " +
-                                     collection.describe().substr(0, 600));
-    };
+    }
 
-    std::vector<TensorRTPhase> phases{TensorRTPhase::kBUILD, TensorRTPhase::kRUNTIME};
-    if (rng.chance(1.0 / 64)) phases.push_back(static_cast<TensorRTPhase>(rng.chance(0.5) ? 2 : -1));
-    for (TensorRTPhase phase : phases)
+    void run(std::vector<DeclaredField> const& declared, std::vector<FuzzCollection> const& corpus)
     {
-        setContext("fuzz " + where + " createPlugin(" + phaseName(phase) + ")");
-        logger.take();
-        PluginPtr plugin_(creator->createPlugin("fuzz", fc, phase));
-        std::string const errors = errorsLogged(logger);
-        if (verbose)
-            std::printf("    %s: %s%s\n", phaseName(phase),
-                        plugin_ ? "accepted" : "rejected: ", errors.c_str());
-        bool const validPhase = phase == TensorRTPhase::kBUILD || phase == TensorRTPhase::kRUNTIME;
-        if (!validPhase)
-        {
-            ++stats.badPhases;
-            if (plugin_)
-                failure(phaseName(phase), "createPlugin accepted an unknown phase value");
-            else if (errors.empty())
-                failure(phaseName(phase), "unknown phase rejected without a logged error");
-            continue;
-        }
-        if (!plugin_)
-        {
-            ++stats.rejected;
-            if (errors.empty())
-                failure(phaseName(phase), "createPlugin returned nullptr without logging an error");
-            else if (errors.find(plugin) == std::string::npos)
-                failure(phaseName(phase), "the logged error does not name the plugin: " + errors);
-            else if (specValid)
-                failure(phaseName(phase), "rejected fields its spec allows: " + errors);
-            else if (!violated.empty() && errors.find(violated) == std::string::npos)
-                failure(phaseName(phase), "the error does not name the field '" + violated + "': " + errors);
-            continue;
-        }
-        ++stats.accepted;
-        if (!violated.empty())
-        {
-            failure(phaseName(phase), "accepted fields its spec forbids (" + collection.origin + ")");
-            continue;
-        }
-        if (!errors.empty())
-            failure(phaseName(phase), "createPlugin succeeded but logged an error: " + errors);
+        mCollection = generate(mPlugin, mRng, declared, corpus, mViolated);
+        mSpecValid = mCollection.origin == "valid";
+        mStats.specValid += mSpecValid ? 1 : 0;
+        mStats.specViolations += mViolated.empty() ? 0 : 1;
+        PluginFieldCollection const* fc = mCollection.build();
+        if (mVerbose) std::printf("  %s: %s\n", mWhere.c_str(), mCollection.describe().c_str());
+        ++mStats.collections;
+
+        std::vector<TensorRTPhase> phases{TensorRTPhase::kBUILD, TensorRTPhase::kRUNTIME};
+        if (mRng.chance(1.0 / 64)) phases.push_back(static_cast<TensorRTPhase>(mRng.chance(0.5) ? 2 : -1));
+        for (TensorRTPhase phase : phases) runPhase(phase, fc);
+        mLogger.take();
+    }
+
+private:
+    void failure(TensorRTPhase phase, std::string const& what)
+    {
+        ++mStats.failures;
+        if (mStats.messages.size() < 20)
+            mStats.messages.push_back(mWhere + " " + phaseName(phase) + ": " + what + " | fields " +
+                                      mCollection.describe().substr(0, 600));
+    }
+
+    void runPhase(TensorRTPhase phase, PluginFieldCollection const* fc)
+    {
+        setContext("fuzz " + mWhere + " createPlugin(" + phaseName(phase) + ")");
+        mLogger.take();
+        PluginPtr plugin(mCreator->createPlugin("fuzz", fc, phase));
+        if (!judgeCreation(phase, plugin.get())) return;
         std::string problem;
-        Capabilities caps = capabilitiesOf(plugin_.get(), plugin, problem);
-        if (!problem.empty())
-        {
-            failure(phaseName(phase), problem);
-            continue;
-        }
+        Capabilities caps = capabilitiesOf(plugin.get(), mPlugin, problem);
+        if (!problem.empty()) return failure(phase, problem);
         int32_t const nbOutputs = caps.build->getNbOutputs();
-        int32_t const nbInputs = static_cast<int32_t>(specOf(plugin).inputTypes.size());
+        int32_t const nbInputs = static_cast<int32_t>(specOf(mPlugin).inputTypes.size());
         if (nbOutputs < 1 || nbOutputs > kMaxArray)
-        {
-            failure(phaseName(phase), "getNbOutputs is " + std::to_string(nbOutputs));
-            continue;
-        }
-
-        // Serialize round trip, as an engine plan stores the fields and TensorRT recreates the plugin.
-        setContext("fuzz " + where + " " + phaseName(phase) + " serialize round trip");
-        PluginPtr runtimePlugin;
+            return failure(phase, "getNbOutputs is " + std::to_string(nbOutputs));
+        PluginPtr runtimePlugin;  // keeps runtimeCaps' interfaces alive through the shape trials
         Capabilities runtimeCaps;
+        if (!roundTrip(phase, caps, runtimePlugin, runtimeCaps)) return;
+        for (int32_t t = 0; t < mOptions.shapeTrials; ++t)
+        {
+            setContext("fuzz " + mWhere + " " + phaseName(phase) + " random shapes, trial " +
+                       std::to_string(t));
+            ++mStats.shapeTrials;
+            std::string const trouble =
+                shapeTrial(caps, runtimeCaps, nbInputs, nbOutputs, plausibleRankOf(mPlugin), mRng, mLogger,
+                           mStats.shapeErrors);
+            if (!trouble.empty()) failure(phase, "random shapes: " + trouble);
+        }
+    }
+
+    //! The verdict on createPlugin's answer against the spec; true when the plugin goes on to the next steps.
+    bool judgeCreation(TensorRTPhase phase, IPluginV3* plugin)
+    {
+        std::string const errors = errorsLogged(mLogger);
+        if (mVerbose)
+            std::printf("    %s: %s%s\n", phaseName(phase),
+                        plugin ? "accepted" : "rejected: ", errors.c_str());
+        if (phase != TensorRTPhase::kBUILD && phase != TensorRTPhase::kRUNTIME)
+        {
+            ++mStats.badPhases;
+            if (plugin)
+                failure(phase, "createPlugin accepted an unknown phase value");
+            else if (errors.empty())
+                failure(phase, "unknown phase rejected without a logged error");
+            return false;
+        }
+        if (!plugin)
+        {
+            ++mStats.rejected;
+            if (errors.empty())
+                failure(phase, "createPlugin returned nullptr without logging an error");
+            else if (errors.find(mPlugin) == std::string::npos)
+                failure(phase, "the logged error does not name the plugin: " + errors);
+            else if (mSpecValid)
+                failure(phase, "rejected fields its spec allows: " + errors);
+            else if (!mViolated.empty() && errors.find(mViolated) == std::string::npos)
+                failure(phase, "the error does not name the field '" + mViolated + "': " + errors);
+            return false;
+        }
+        ++mStats.accepted;
+        if (!mViolated.empty())
+        {
+            failure(phase, "accepted fields its spec forbids (" + mCollection.origin + ")");
+            return false;
+        }
+        if (!errors.empty()) failure(phase, "createPlugin succeeded but logged an error: " + errors);
+        return true;
+    }
+
+    //! Serialize round trip, as an engine plan stores the fields and TensorRT recreates the plugin; then, for
+    //! a sample, the build calls on a plausible shape. True when the random-shape trials may follow.
+    bool roundTrip(TensorRTPhase phase, Capabilities const& caps, PluginPtr& runtimePlugin,
+                   Capabilities& runtimeCaps)
+    {
+        setContext("fuzz " + mWhere + " " + phaseName(phase) + " serialize round trip");
+        std::string problem;
         try
         {
             harness::SerializedFields serialized(caps.runtime->getFieldsToSerialize());
             runtimePlugin.reset(
-                creator->createPlugin("fuzz", serialized.collection(), TensorRTPhase::kRUNTIME));
+                mCreator->createPlugin("fuzz", serialized.collection(), TensorRTPhase::kRUNTIME));
             if (!runtimePlugin)
             {
-                failure(phaseName(phase),
-                        "createPlugin(kRUNTIME) rejects the plugin's own serialized fields: " +
-                            errorsLogged(logger));
-                continue;
+                failure(phase, "createPlugin(kRUNTIME) rejects the plugin's own serialized fields: " +
+                                   errorsLogged(mLogger));
+                return false;
             }
-            runtimeCaps = capabilitiesOf(runtimePlugin.get(), plugin, problem);
+            runtimeCaps = capabilitiesOf(runtimePlugin.get(), mPlugin, problem);
             if (!problem.empty())
             {
-                failure(phaseName(phase), "recreated plugin: " + problem);
-                continue;
+                failure(phase, "recreated plugin: " + problem);
+                return false;
             }
             harness::SerializedFields again(runtimeCaps.runtime->getFieldsToSerialize());
             if (again.blob() != serialized.blob())
             {
-                failure(phaseName(phase), "serialize round trip changed the fields");
-                continue;
+                failure(phase, "serialize round trip changed the fields");
+                return false;
             }
             PluginPtr cloned(runtimePlugin->clone());
             if (!cloned)
             {
-                failure(phaseName(phase), "clone returned null: " + errorsLogged(logger));
-                continue;
+                failure(phase, "clone returned null: " + errorsLogged(mLogger));
+                return false;
             }
-            ++stats.roundTrips;
-
-            if (options.buildSampleEvery > 0 &&
-                rng.below(static_cast<uint64_t>(options.buildSampleEvery)) == 0)
-            {
-                setContext("fuzz " + where + " " + phaseName(phase) + " build calls with a plausible shape");
-                ReadBack const fields = readBack(runtimeCaps.runtime->getFieldsToSerialize());
-                std::optional<Plausible> plausible = plausibleShapes(plugin, fields, problem);
-                if (!plausible)
-                {
-                    failure(phaseName(phase), "no plausible shape: " + problem);
-                    continue;
-                }
-                std::string const buildProblem = checkBuildCalls(caps.build, *plausible, logger);
-                ++stats.buildChecks;
-                if (!buildProblem.empty()) failure(phaseName(phase), buildProblem);
-            }
+            ++mStats.roundTrips;
+            if (mOptions.buildSampleEvery > 0 &&
+                mRng.below(static_cast<uint64_t>(mOptions.buildSampleEvery)) == 0)
+                return checkPlausibleBuild(phase, caps, runtimeCaps);
         }
         catch (std::exception const& e)
         {
-            failure(phaseName(phase),
-                    std::string("getFieldsToSerialize produced unusable fields: ") + e.what());
-            continue;
+            failure(phase, std::string("getFieldsToSerialize produced unusable fields: ") + e.what());
+            return false;
         }
-
-        for (int32_t t = 0; t < options.shapeTrials; ++t)
-        {
-            setContext("fuzz " + where + " " + phaseName(phase) + " random shapes, trial " +
-                       std::to_string(t));
-            ++stats.shapeTrials;
-            std::string const trouble = shapeTrial(caps, runtimeCaps, nbInputs, nbOutputs,
-                                                   plausibleRankOf(plugin), rng, logger, stats.shapeErrors);
-            if (!trouble.empty()) failure(phaseName(phase), "random shapes: " + trouble);
-        }
+        return true;
     }
-    logger.take();
-}
+
+    //! The build calls with the spec's plausible shape for the recreated plugin's fields; false when the
+    //! fields have none (the random-shape trials are then skipped, as before the split).
+    bool checkPlausibleBuild(TensorRTPhase phase, Capabilities const& caps, Capabilities const& runtimeCaps)
+    {
+        setContext("fuzz " + mWhere + " " + phaseName(phase) + " build calls with a plausible shape");
+        std::string problem;
+        ReadBack const fields = readBack(runtimeCaps.runtime->getFieldsToSerialize());
+        std::optional<Plausible> plausible = plausibleShapes(mPlugin, fields, problem);
+        if (!plausible)
+        {
+            failure(phase, "no plausible shape: " + problem);
+            return false;
+        }
+        std::string const buildProblem = checkBuildCalls(caps.build, *plausible, mLogger);
+        ++mStats.buildChecks;
+        if (!buildProblem.empty()) failure(phase, buildProblem);
+        return true;
+    }
+
+    std::string const& mPlugin;
+    IPluginCreatorV3One* mCreator;
+    FuzzOptions const& mOptions;
+    harness::RecordingLogger& mLogger;
+    PluginStats& mStats;
+    Rng mRng;
+    std::string const mWhere;
+    bool const mVerbose;
+    std::string mViolated;  // the spec rule the collection breaks, if any (generate() says)
+    FuzzCollection mCollection;
+    bool mSpecValid{false};
+};
 }  // namespace
 }  // namespace fuzz
 
@@ -257,7 +295,7 @@ void runFuzz(FuzzOptions const& options, harness::RecordingLogger& logger, Count
         int64_t const last = options.onlyIteration >= 0 ? options.onlyIteration + 1 : options.iterations;
         for (int64_t i = first; i < last; ++i)
         {
-            runIteration(plugin, creator, i, options, declared, corpus, logger, stats);
+            Iteration(plugin, creator, i, options, logger, stats).run(declared, corpus);
         }
         for (auto const& m : stats.messages)
         {

@@ -93,72 +93,70 @@ bool parseDouble(std::string const& text, double& out)
     out = value;
     return true;
 }
-}  // namespace
 
-int main(int argc, char** argv)
+//! What the command line asks for: the subcommand, the common options and each subcommand's own.
+struct Settings
 {
-    if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)
-    {
-        return usage(argc < 2 ? "missing subcommand" : "");
-    }
-    std::string const command = argv[1];
-    if (command != "fuzz" && command != "lifecycle" && command != "concurrency")
-    {
-        return usage("unknown subcommand '" + command + "'");
-    }
-
-    std::string library, plugin;
+    std::string command, library, plugin;
     double timeLimit = 1800;
     bool verbose = false;
     FuzzOptions fuzz;
     LifecycleOptions lifecycle;
     ConcurrencyOptions concurrency;
+};
 
-    // Options by subcommand: name -> setter returning false on a bad value.
-    using Setter = std::function<bool(std::string const&)>;
-    auto positive = [](int64_t& target, int64_t minimum)
+// Options by subcommand: name -> setter returning false on a bad value.
+using Setter = std::function<bool(std::string const&)>;
+using Setters = std::map<std::string, Setter>;
+
+Setter positive(int64_t& target, int64_t minimum)
+{
+    return [&target, minimum](std::string const& v)
     {
-        return Setter(
-            [&target, minimum](std::string const& v)
-            {
-                int64_t n = 0;
-                if (!parseInt(v, n) || n < minimum) return false;
-                target = n;
-                return true;
-            });
+        int64_t n = 0;
+        if (!parseInt(v, n) || n < minimum) return false;
+        target = n;
+        return true;
     };
-    auto positive32 = [](int32_t& target, int64_t minimum)
+}
+
+Setter positive32(int32_t& target, int64_t minimum)
+{
+    return [&target, minimum](std::string const& v)
     {
-        return Setter(
-            [&target, minimum](std::string const& v)
-            {
-                int64_t n = 0;
-                if (!parseInt(v, n) || n < minimum || n > (int64_t{1} << 30)) return false;
-                target = static_cast<int32_t>(n);
-                return true;
-            });
+        int64_t n = 0;
+        if (!parseInt(v, n) || n < minimum || n > (int64_t{1} << 30)) return false;
+        target = static_cast<int32_t>(n);
+        return true;
     };
-    auto real = [](double& target)
-    { return Setter([&target](std::string const& v) { return parseDouble(v, target) && target >= 0; }); };
-    std::map<std::string, Setter> options{
-        {"--library",
-         [&](std::string const& v)
-         {
-             library = v;
-             return !v.empty();
-         }},
-        {"--plugin",
-         [&](std::string const& v)
-         {
-             plugin = v;
-             return !v.empty();
-         }},
-        {"--time-limit", real(timeLimit)},
-    };
-    if (command == "fuzz")
+}
+
+Setter real(double& target)
+{
+    return [&target](std::string const& v) { return parseDouble(v, target) && target >= 0; };
+}
+
+Setter nonEmpty(std::string& target)
+{
+    return [&target](std::string const& v)
     {
+        target = v;
+        return !v.empty();
+    };
+}
+
+//! The options settings.command takes (besides --verbose and lifecycle's --no-memory-bounds), writing into
+//! it.
+Setters optionSetters(Settings& settings)
+{
+    Setters options{{"--library", nonEmpty(settings.library)},
+                    {"--plugin", nonEmpty(settings.plugin)},
+                    {"--time-limit", real(settings.timeLimit)}};
+    if (settings.command == "fuzz")
+    {
+        FuzzOptions& fuzz = settings.fuzz;
         options["--iterations"] = positive(fuzz.iterations, 1);
-        options["--seed"] = [&](std::string const& v)
+        options["--seed"] = [&fuzz](std::string const& v)
         {
             int64_t n = 0;
             if (!parseInt(v, n) || n < 0) return false;
@@ -169,8 +167,9 @@ int main(int argc, char** argv)
         options["--build-sample"] = positive32(fuzz.buildSampleEvery, 0);
         options["--shape-trials"] = positive32(fuzz.shapeTrials, 0);
     }
-    else if (command == "lifecycle")
+    else if (settings.command == "lifecycle")
     {
+        LifecycleOptions& lifecycle = settings.lifecycle;
         options["--cycles"] = positive(lifecycle.cycles, 2);
         options["--warmup"] = positive(lifecycle.warmup, 0);
         options["--sample-every"] = positive(lifecycle.sampleEvery, 1);
@@ -180,78 +179,78 @@ int main(int argc, char** argv)
     }
     else
     {
+        ConcurrencyOptions& concurrency = settings.concurrency;
         options["--threads"] = positive32(concurrency.threads, 1);
         options["--iterations"] = positive(concurrency.iterations, 1);
         options["--max-elements"] = positive(concurrency.maxElements, 1);
         options["--max-cases-per-plugin"] = positive32(concurrency.maxCasesPerPlugin, 0);
         options["--datasets"] = positive32(concurrency.datasetsPerThread, 1);
     }
+    return options;
+}
 
+//! Reads the options after the subcommand into settings; returns what is wrong with them, or "".
+std::string parseOptions(int argc, char** argv, Settings& settings)
+{
+    Setters const options = optionSetters(settings);
     for (int i = 2; i < argc; ++i)
     {
         std::string const arg = argv[i];
         if (arg == "--verbose")
         {
-            verbose = true;
+            settings.verbose = true;
             continue;
         }
-        if (arg == "--no-memory-bounds" && command == "lifecycle")
+        if (arg == "--no-memory-bounds" && settings.command == "lifecycle")
         {
-            lifecycle.checkBounds = false;
+            settings.lifecycle.checkBounds = false;
             continue;
         }
         auto it = options.find(arg);
-        if (it == options.end())
-        {
-            return usage("unknown option '" + arg + "' for " + command);
-        }
-        if (i + 1 >= argc)
-        {
-            return usage(arg + " needs a value");
-        }
+        if (it == options.end()) return "unknown option '" + arg + "' for " + settings.command;
+        if (i + 1 >= argc) return arg + " needs a value";
         std::string const value = argv[++i];
-        if (!it->second(value))
-        {
-            return usage("bad value '" + value + "' for " + arg);
-        }
+        if (!it->second(value)) return "bad value '" + value + "' for " + arg;
     }
-    if (library.empty())
-    {
-        return usage("--library is required");
-    }
-    if (!plugin.empty())
+    if (settings.library.empty()) return "--library is required";
+    if (!settings.plugin.empty())
     {
         bool known = false;
-        for (auto const& name : pluginNames()) known = known || name == plugin;
-        if (!known) return usage("unknown plugin '" + plugin + "'");
+        for (auto const& name : pluginNames()) known = known || name == settings.plugin;
+        if (!known) return "unknown plugin '" + settings.plugin + "'";
     }
-    if (fuzz.onlyIteration >= 0 && plugin.empty())
+    if (settings.fuzz.onlyIteration >= 0 && settings.plugin.empty())
     {
-        return usage("--iteration needs --plugin (a failure line names both)");
+        return "--iteration needs --plugin (a failure line names both)";
     }
-    fuzz.plugin = lifecycle.plugin = concurrency.plugin = plugin;
-    fuzz.verbose = verbose;
+    settings.fuzz.plugin = settings.lifecycle.plugin = settings.concurrency.plugin = settings.plugin;
+    settings.fuzz.verbose = settings.verbose;
+    return "";
+}
 
-    startWatchdog(timeLimit);
+//! Loads the library and runs the subcommand; the exit status (see the top of this file).
+int run(Settings const& settings)
+{
+    startWatchdog(settings.timeLimit);
     bool const gpu = haveGpu(true);
     if (!gpu) std::printf("no CUDA device\n");
 
     harness::RecordingLogger logger;
-    logger.setEcho(verbose);
+    logger.setEcho(settings.verbose);
     Counts counts;
     try
     {
-        LoadedLibrary loaded(library, logger);
-        if (command == "fuzz")
-            runFuzz(fuzz, logger, counts);
-        else if (command == "lifecycle")
-            runLifecycle(lifecycle, logger, counts);
+        LoadedLibrary loaded(settings.library, logger);
+        if (settings.command == "fuzz")
+            runFuzz(settings.fuzz, logger, counts);
+        else if (settings.command == "lifecycle")
+            runLifecycle(settings.lifecycle, logger, counts);
         else
-            runConcurrency(concurrency, logger, counts);
+            runConcurrency(settings.concurrency, logger, counts);
     }
     catch (std::exception const& e)
     {
-        std::printf("FAIL %s :: %s\nstress: %d passed, %d failed\n", command.c_str(), e.what(),
+        std::printf("FAIL %s :: %s\nstress: %d passed, %d failed\n", settings.command.c_str(), e.what(),
                     counts.passed(), counts.failed() + 1);
         return 2;
     }
@@ -261,4 +260,22 @@ int main(int argc, char** argv)
     }
     std::printf("stress: %d passed, %d failed\n", counts.passed(), counts.failed());
     return counts.failed() == 0 ? 0 : 1;
+}
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0)
+    {
+        return usage(argc < 2 ? "missing subcommand" : "");
+    }
+    Settings settings;
+    settings.command = argv[1];
+    if (settings.command != "fuzz" && settings.command != "lifecycle" && settings.command != "concurrency")
+    {
+        return usage("unknown subcommand '" + settings.command + "'");
+    }
+    std::string const problem = parseOptions(argc, argv, settings);
+    if (!problem.empty()) return usage(problem);
+    return run(settings);
 }
