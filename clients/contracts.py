@@ -17,20 +17,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from trt_plugin_kit.tritonserver.protocol import TensorSpec
+
 # Config data types are spelled TYPE_<x>; metadata and requests use the KServe names.
 _CONFIG_TO_KSERVE = {"TYPE_STRING": "BYTES"}
 
 
 def config_dtype_to_kserve(data_type: str) -> str:
     return _CONFIG_TO_KSERVE.get(data_type, data_type.removeprefix("TYPE_"))
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    datatype: str  # KServe name: FP32, BYTES, ...
-    shape: tuple[int, ...]  # per item (no batch dimension); -1 = any size
-    labels: bool = False  # outputs only: a labels file is expected (classification extension)
 
 
 @dataclass(frozen=True)
@@ -107,7 +101,7 @@ def _compare_tensors(
         datatype, shape = actual[spec.name]
         if datatype != spec.datatype:
             problems.append(f"{kind} '{spec.name}': datatype is {datatype}, expected {spec.datatype}")
-        problem = _shape_problem(kind, spec.name, spec.shape, shape)
+        problem = _shape_problem(kind, spec.name, spec.dims, shape)
         if problem:
             problems.append(problem)
 

@@ -141,7 +141,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
     contract = MNIST if args.raw else MNIST_PIPELINE
     model = args.model or contract.name
     input_name, output_name = contract.inputs[0].name, contract.outputs[0].name
-    num_classes = contract.outputs[0].shape[0]
+    num_classes = contract.outputs[0].dims[0]
 
     if args.report and not Path(args.report).resolve().parent.is_dir():
         raise BadInputError(f"--report {args.report}: its directory does not exist")

@@ -44,7 +44,7 @@ async def run(args: argparse.Namespace, settings: ConnectionSettings) -> int:
     contract = MNIST if args.raw else MNIST_PIPELINE
     model = args.model or contract.name
     output_name = contract.outputs[0].name
-    num_classes = contract.outputs[0].shape[0]
+    num_classes = contract.outputs[0].dims[0]
     if args.top_k > num_classes:
         raise UsageError(f"--top-k {args.top_k}: the model has only {num_classes} classes")
 

@@ -14,8 +14,9 @@ import tempfile
 
 from trt_plugin_kit.serving.edge import limits
 from trt_plugin_kit.serving.edge.grpc_front import GrpcFront
-from trt_plugin_kit.serving.edge.tensors import ModelInterface, TensorSpec
+from trt_plugin_kit.serving.edge.tensors import ModelInterface
 from trt_plugin_kit.serving.edge.upstream import Upstream
+from trt_plugin_kit.tritonserver.protocol import TensorSpec
 
 
 async def serve(config: dict) -> None:

@@ -36,8 +36,9 @@ from trt_plugin_kit.interface import REPO_ROOT
 from trt_plugin_kit.serving.edge import limits, policy
 from trt_plugin_kit.serving.edge.native_front import BINARY_NAME, configuration, models_block, native_binary
 from trt_plugin_kit.serving.edge.policy import SERVICE
-from trt_plugin_kit.serving.edge.tensors import ModelInterface, TensorSpec
+from trt_plugin_kit.serving.edge.tensors import ModelInterface
 from trt_plugin_kit.serving.host import free_port
+from trt_plugin_kit.tritonserver.protocol import TensorSpec
 
 BINARY = native_binary()
 NOT_BUILT = f"{BINARY_NAME} is not built (make edge-native; needs libnghttp2-dev, libssl-dev and zlib1g-dev)"

@@ -31,8 +31,9 @@ from trt_plugin_kit.serving.edge.native_front import (
     models_block,
     native_binary,
 )
-from trt_plugin_kit.serving.edge.tensors import ModelInterface, Refused, TensorSpec, check_request
+from trt_plugin_kit.serving.edge.tensors import ModelInterface, Refused, check_request
 from trt_plugin_kit.serving.host import free_port
+from trt_plugin_kit.tritonserver.protocol import TensorSpec
 
 BINARY = native_binary()
 needs_binary = pytest.mark.skipif(

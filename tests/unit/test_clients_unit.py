@@ -468,7 +468,7 @@ def config_for(contract, max_batch_size=64, labels=True) -> dict:
             {
                 "name": s.name,
                 "data_type": "TYPE_STRING" if s.datatype == "BYTES" else f"TYPE_{s.datatype}",
-                "dims": list(s.shape),
+                "dims": list(s.dims),
                 "label_filename": "labels.txt" if with_labels and s.labels else "",
             }
             for s in specs
@@ -485,7 +485,7 @@ def config_for(contract, max_batch_size=64, labels=True) -> dict:
 
 def metadata_for(contract) -> dict:
     def tensors(specs):
-        return [{"name": s.name, "datatype": s.datatype, "shape": [-1, *s.shape]} for s in specs]
+        return [{"name": s.name, "datatype": s.datatype, "shape": [-1, *s.dims]} for s in specs]
 
     return {"inputs": tensors(contract.inputs), "outputs": tensors(contract.outputs)}
 

@@ -19,13 +19,13 @@ from trt_plugin_kit.serving.edge.http_front import _inflate, parse_infer, route
 from trt_plugin_kit.serving.edge.tensors import (
     ModelInterface,
     Refused,
-    TensorSpec,
     check_request,
     count_bytes_elements,
     probe_request,
     serialize_bytes_elements,
 )
 from trt_plugin_kit.serving.edge.wire_binary import encode_binary_request
+from trt_plugin_kit.tritonserver.protocol import TensorSpec
 
 
 def model(name: str, tensor: str, datatype: str, dims: tuple, output: str) -> ModelInterface:

@@ -24,6 +24,19 @@ from trt_plugin_kit.tritonserver.options import DEFAULT_PORTS, PORT_FLAGS, Serve
 PROTOCOL_NAMES = {"http": "HTTP", "grpc": "gRPC"}
 
 
+# ----------------------------------------------------------------------------------------------- models
+@dataclass(frozen=True)
+class TensorSpec:
+    """One input or output of a served model as Triton's configuration states it: the clients' contracts
+    (clients/contracts.py) and the edge's model interfaces (serving/edge/tensors.py) both say what a model
+    takes in these terms."""
+
+    name: str
+    datatype: str  # KServe's name: FP32, BYTES, ...
+    dims: tuple[int, ...]  # one item's (no batch dimension); -1 = any size
+    labels: bool = False  # outputs: a labels file is expected (the classification extension)
+
+
 # --------------------------------------------------------------------------------------------------- requests
 @dataclass
 class InputTensor:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from trt_plugin_kit.serving.edge import limits
 from trt_plugin_kit.serving.edge.policy import refusal
+from trt_plugin_kit.tritonserver.protocol import TensorSpec
 
 # Triton datatype -> bytes per element (BYTES: length-prefixed, variable).
 DATATYPE_BYTES = {
@@ -66,13 +67,6 @@ def too_large(what: str) -> Refused:
 
 
 # ----------------------------------------------------------------------------------------------- models
-
-
-@dataclass(frozen=True)
-class TensorSpec:
-    name: str
-    datatype: str
-    dims: tuple[int, ...]  # without the batch dimension; -1 = variable
 
 
 @dataclass(frozen=True)
