@@ -865,6 +865,9 @@ def test_a_slow_model_is_reported_slow_not_down(triton_server, monkeypatch):
     # "up"); the judge asks again until one waits behind them (40 decisions at most).
     monkeypatch.setattr(limits, "HEALTH_PROBE_TIMEOUT_S", 0.02)
     monkeypatch.setattr(limits, "HEALTH_PERIOD_S", 1.0)
+    # A decision spans HEALTH_FAILURES periods: 8 s, long enough for one of 3 floods of 64 JPEGs to complete
+    # on a loaded 2-core CI machine (3 s was not, at c505c83: "did not answer", no completion seen).
+    monkeypatch.setattr(limits, "HEALTH_FAILURES", 8)
     images = np.array([big_progressive_jpeg()] * 64, dtype=np.object_)
     stop = threading.Event()
 

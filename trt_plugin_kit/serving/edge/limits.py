@@ -75,6 +75,9 @@ GRPC_INFLATE_PENDING = 2
 HEALTH_PERIOD_S = 1.0
 HEALTH_PROBE_TIMEOUT_S = 5.0
 HEALTH_FAILURES = 3
+# Reading a model's completed-request count (tritonserver's statistics, which wait behind no inference) when a
+# probe timed out: its own deadline, so that a short probe deadline never makes progress unreadable.
+HEALTH_STATS_TIMEOUT_S = 5.0
 # The JSON part of an HTTP inference request (the whole body without the binary extension): JSON numbers
 # cost far more to parse than their bytes, so large tensors must come in binary form (the clients of this
 # kit and tritonclient send binary by default). 64 l2norm vectors of 4096 values as JSON are about 3 MB.

@@ -144,7 +144,7 @@ class Upstream:
             async with self.session.get(
                 f"http://triton/v2/models/{model}/stats",
                 headers=self.admin_headers,
-                timeout=aiohttp.ClientTimeout(total=limits.HEALTH_PROBE_TIMEOUT_S),
+                timeout=aiohttp.ClientTimeout(total=limits.HEALTH_STATS_TIMEOUT_S),
             ) as response:
                 if response.status != 200:
                     return None
