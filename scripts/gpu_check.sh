@@ -8,7 +8,7 @@
 # The committed summaries of its runs are in records/harness/.
 # Narrower runs (e.g. new plugins): HARNESS_FILTER="TEXT ..." (harness and sanitizers: cases whose name holds
 # one of the words, one harness run per word), SANITIZER_FILTER="TEXT ..." (sanitizers only),
-# HARNESS_MAX_ELEMENTS=N (skip larger cases everywhere).
+# HARNESS_MAX_ELEMENTS=N (skip larger cases everywhere), CUDA_ARCHS (e.g. 90-real: one GPU's build, minutes less).
 # The Triton kernels (plugins/*/kernel.py) are compiled by the build with python3's triton (the GPU image has it).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +40,7 @@ for v in $versions; do
   [ -n "${HARNESS_MAX_ELEMENTS:-}" ] && limit="--max-elements $HARNESS_MAX_ELEMENTS"
   build=build/gpu-$v
   cmake -S plugins -B "$build" -DCMAKE_BUILD_TYPE=Release -DTENSORRT_INCLUDE_DIR="$PWD/$HEADERS/$v/include" \
+    ${CUDA_ARCHS:+-DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS"} \
     -DTRT_PLUGIN_KIT_PYTHON="$(command -v python3)" >>"$LOGS/cmake.log" 2>&1 \
     && cmake --build "$build" -j "$(nproc)" --target plugin_harness >>"$LOGS/cmake.log" 2>&1 || { note "build $v: FAILED"; tail -30 "$LOGS/cmake.log"; status=1; continue; }
   dump=build/gpu-dump-$v; rm -rf "$dump" && mkdir -p "$dump"
