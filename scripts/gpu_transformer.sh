@@ -12,7 +12,9 @@
 # Usage: scripts/gpu_transformer.sh [TENSORRT_HEADERS]   (a version dir holding include/NvInferRuntime.h;
 #   default ../shared/vendor/tensorrt/11.1). MNIST_DIR names the digits' folder when ../shared is not there.
 # STEPS picks steps 2-6 (default "harness bench graph export sanitizers"; e.g. STEPS=graph: build and the graph);
-# BENCH_BUDGET (s, default 200) bounds step 3's measurements.
+# BENCH_BUDGET (s, default 200) bounds step 3's measurements; PLUGINS (default "RmsNormLastAxis
+# FlashAttentionTriton SwiGLUSplit") the harness's and sanitizers' plugins, BENCH_ONLY (default
+# "rms_norm,attention") the benchmark's cases (e.g. PLUGINS=RmsNormLastAxis BENCH_ONLY=rms_norm).
 # Everything goes to $OUT (the device machine) or build/gpu-transformer: logs, the benchmark's and the graph's
 # records, summary.txt (one line per step). Exit status 1 when a step fails.
 set -uo pipefail
@@ -20,7 +22,8 @@ cd "$(dirname "$0")/.." || exit 2
 HEADERS=${1:-../shared/vendor/tensorrt/11.1}
 LOGS=${OUT:-build/gpu-transformer}
 BUILD=build/gpu-transformer-build
-PLUGINS=(RmsNormLastAxis FlashAttentionTriton SwiGLUSplit)
+read -r -a PLUGINS <<<"${PLUGINS:-RmsNormLastAxis FlashAttentionTriton SwiGLUSplit}"
+BENCH_ONLY=${BENCH_ONLY:-rms_norm,attention}
 SANITIZER_MAX_ELEMENTS=${SANITIZER_MAX_ELEMENTS:-300000}
 mkdir -p "$LOGS" "$BUILD"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -50,8 +53,8 @@ wants harness && for plugin in "${PLUGINS[@]}"; do
   summary[-1]="${summary[-1]} $(grep -E '^harness:' "$LOGS/harness-$plugin.log")"; grep -E '^FAIL' "$LOGS/harness-$plugin.log" | head -5
 done
 
-wants bench && step "benchmark rms_norm, attention" 240 "$LOGS/bench-run.log" python3 -m trt_plugin_kit.benchmarks --build-dir "$BUILD" \
-  --out "$LOGS" --only rms_norm --only attention --no-chart --tactics --time-budget "${BENCH_BUDGET:-200}"
+wants bench && step "benchmark $BENCH_ONLY" 240 "$LOGS/bench-run.log" python3 -m trt_plugin_kit.benchmarks --build-dir "$BUILD" \
+  --out "$LOGS" --only "$BENCH_ONLY" --no-chart --tactics --time-budget "${BENCH_BUDGET:-200}"
 wants bench && summary[-1]="${summary[-1]} $(grep -m1 -E 'Targets:' "$LOGS/benchmark.md")"
 wants graph && step "mnist_vit CUDA graph" 150 "$LOGS/vit-graph.log" python3 -m trt_plugin_kit.models.vit_graph --build-dir "$BUILD" --out "$LOGS"
 wants export && step "mnist_vit torch export" 120 "$LOGS/vit-export.log" python3 -m trt_plugin_kit.models.vit_torch_export --out "$LOGS"

@@ -240,18 +240,34 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     results[kDefaultTacticUs] = choice.defaultUs;
 }
 
+//! cudaMemcpyAsync device to device of `bytes`, timed as the plugins are: a copy smaller than the rotation
+//! (2 x L2 + 1 by default) rotates over as many source/destination pairs as make it DRAM-cold, as a plugin's
+//! inputs rotate (the 1 GiB roofline is one pair; a case's same-size copy, several).
 void copy(double bytesDouble, int64_t repetitions, Options const& options, double* results)
 {
     if (!(bytesDouble >= 1.0)) fail("copy bytes must be >= 1");
     if (repetitions < 1) fail("repetitions must be >= 1");
     size_t const bytes = static_cast<size_t>(bytesDouble);
+    double const rotate = options.rotateBytes > 0 ? options.rotateBytes : 2.0 * deviceL2Bytes() + 1;
+    auto const pairs = static_cast<size_t>(std::max(1.0, std::ceil(rotate / bytesDouble)));
     Stream stream;
-    DeviceMemory src(bytes), dst(bytes);
-    cudaOk(bench::fillNonZero(DataType::kINT8, src.ptr, bytes, 99, stream.stream), "fill");
-    cudaOk(cudaMemsetAsync(dst.ptr, 0xFF, bytes, stream.stream), "poison");
-    for (int r = 0; r < 3; ++r)
-        cudaOk(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream.stream),
-               "warm-up copy");
+    std::vector<std::unique_ptr<DeviceMemory>> src, dst;
+    for (size_t i = 0; i < pairs; ++i)
+    {
+        src.push_back(std::make_unique<DeviceMemory>(bytes));
+        dst.push_back(std::make_unique<DeviceMemory>(bytes));
+        cudaOk(bench::fillNonZero(DataType::kINT8, src[i]->ptr, bytes, 99 + static_cast<uint64_t>(i),
+                                  stream.stream),
+               "fill");
+        cudaOk(cudaMemsetAsync(dst[i]->ptr, 0xFF, bytes, stream.stream), "poison");
+    }
+    auto const launch = [&](int64_t r, char const* what)
+    {
+        size_t const i = static_cast<size_t>(r) % pairs;
+        cudaOk(cudaMemcpyAsync(dst[i]->ptr, src[i]->ptr, bytes, cudaMemcpyDeviceToDevice, stream.stream),
+               what);
+    };
+    for (int64_t r = 0; r < static_cast<int64_t>(std::max<size_t>(3, pairs)); ++r) launch(r, "warm-up copy");
     cudaOk(cudaStreamSynchronize(stream.stream), "warm-up copy");
     uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
     Events events(static_cast<size_t>(repetitions));
@@ -259,20 +275,20 @@ void copy(double bytesDouble, int64_t repetitions, Options const& options, doubl
     {
         if (spinNs) cudaOk(bench::launchSpin(spinNs, stream.stream), "spin");
         cudaOk(cudaEventRecord(events.start[r], stream.stream), "record");
-        cudaOk(cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream.stream), "copy");
+        launch(r, "copy");
         cudaOk(cudaEventRecord(events.stop[r], stream.stream), "record");
     }
     cudaOk(cudaStreamSynchronize(stream.stream), "timed copies");
     std::vector<double> samples;
     for (int64_t r = 0; r < repetitions; ++r) samples.push_back(events.us(static_cast<size_t>(r)));
     putStats(samples, results);
-    results[kRotationSets] = 1;
+    results[kRotationSets] = static_cast<double>(pairs);
     results[kInputBytes] = static_cast<double>(bytes);
     results[kOutputBytes] = static_cast<double>(bytes);
     results[kWorkspaceBytes] = 0;
     results[kL2Bytes] = deviceL2Bytes();
     results[kGraphs] = 0;
-    results[kRotationBytes] = static_cast<double>(bytes);
+    results[kRotationBytes] = static_cast<double>(pairs) * static_cast<double>(bytes);
 }
 
 void checkResults(double* results, int resultsLength)

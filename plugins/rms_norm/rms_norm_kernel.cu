@@ -1,7 +1,11 @@
 // RMSNorm kernels, the plugin's tactics: rows held in registers (each thread loads its part of a row once,
 // every load in flight together, then reduces and writes from registers: x is read once) by a warp, 64, 128
-// or 256 threads a row; and rows walked twice (the sum of squares, then the scaled store, the second read
-// served by L1/L2) by a warp or a block, for rows longer than the registers hold or not 16-byte aligned.
+// or 256 threads a row; rows walked twice (the sum of squares, then the scaled store, the second read served
+// by L1/L2) by a warp or a block, for rows longer than the registers hold or not 16-byte aligned; and
+// resident blocks that walk the rows in registers, the next row's loads in flight during this one's stores.
+#include <algorithm>
+#include <type_traits>
+
 #include "../common/cuda_utils.cuh"
 #include "rms_norm_kernel.h"
 
@@ -10,7 +14,6 @@ namespace trt_plugin_kit
 namespace
 {
 constexpr int kBlock = 256;
-constexpr int kCachedPacks = kRmsNormCachedPacks;  // packs a thread holds in registers (16 bytes each)
 
 //! N elements of T moved as one access (16 bytes when N = 16 / sizeof(T), else element by element).
 template <typename T, int N>
@@ -44,9 +47,11 @@ __device__ __forceinline__ float warpSum(float v)
 }
 
 //! Sum over the `Threads` threads of one row (a warp, or kBlock / Threads rows a block); every thread of the
-//! row gets its row's total. Every thread of the block must call it (a barrier when Threads > 32).
+//! row gets its row's total. Every thread of the block must call it (a barrier when Threads > 32). A kernel
+//! that sums again alternates `parity` (0, 1): the next call's partials then never overwrite ones a slower
+//! warp of this call still reads.
 template <int Threads>
-__device__ __forceinline__ float rowSum(float v)
+__device__ __forceinline__ float rowSum(float v, int parity)
 {
     v = warpSum(v);
     if constexpr (Threads == 32)
@@ -56,7 +61,8 @@ __device__ __forceinline__ float rowSum(float v)
     else
     {
         constexpr int kWarps = Threads / 32;
-        __shared__ float partial[kBlock / 32];
+        __shared__ float partials[2][kBlock / 32];
+        float* partial = partials[parity];
         int const warp = static_cast<int>(threadIdx.x) / 32;
         if (threadIdx.x % 32 == 0)
         {
@@ -74,10 +80,125 @@ __device__ __forceinline__ float rowSum(float v)
     }
 }
 
-//! Rows held in registers: `Threads` threads a row, each holding up to kCachedPacks packs of N elements
-//! (lane, lane + Threads, ...). Every thread of the block reaches the barrier of rowSum; a row past the end
-//! loads and stores nothing.
-template <typename T, int N, int Threads>
+//! The pack's N elements as floats: FP16 and BF16 two at a time (one packed conversion a pair).
+template <typename T, int N>
+__device__ __forceinline__ void unpack(Pack<T, N> const& p, float (&f)[N])
+{
+    if constexpr (N % 2 == 0 && std::is_same_v<T, __half>)
+    {
+#pragma unroll
+        for (int k = 0; k < N / 2; ++k)
+        {
+            float2 const two = __half22float2(reinterpret_cast<__half2 const*>(p.v)[k]);
+            f[2 * k] = two.x;
+            f[2 * k + 1] = two.y;
+        }
+    }
+    else if constexpr (N % 2 == 0 && std::is_same_v<T, __nv_bfloat16>)
+    {
+#pragma unroll
+        for (int k = 0; k < N / 2; ++k)
+        {
+            float2 const two = __bfloat1622float2(reinterpret_cast<__nv_bfloat162 const*>(p.v)[k]);
+            f[2 * k] = two.x;
+            f[2 * k + 1] = two.y;
+        }
+    }
+    else
+    {
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+        {
+            f[k] = toFloat(p.v[k]);
+        }
+    }
+}
+
+//! x * scale * gain rounded once to T, two elements a conversion for FP16 and BF16.
+template <typename T, int N>
+__device__ __forceinline__ Pack<T, N> scaled(Pack<T, N> const& x, Pack<T, N> const& gain, float scale)
+{
+    float fx[N], fg[N];
+    unpack(x, fx);
+    unpack(gain, fg);
+    Pack<T, N> out;
+    if constexpr (N % 2 == 0 && std::is_same_v<T, __half>)
+    {
+#pragma unroll
+        for (int k = 0; k < N / 2; ++k)
+        {
+            reinterpret_cast<__half2*>(out.v)[k] =
+                __floats2half2_rn(fx[2 * k] * scale * fg[2 * k], fx[2 * k + 1] * scale * fg[2 * k + 1]);
+        }
+    }
+    else if constexpr (N % 2 == 0 && std::is_same_v<T, __nv_bfloat16>)
+    {
+#pragma unroll
+        for (int k = 0; k < N / 2; ++k)
+        {
+            reinterpret_cast<__nv_bfloat162*>(out.v)[k] =
+                __floats2bfloat162_rn(fx[2 * k] * scale * fg[2 * k], fx[2 * k + 1] * scale * fg[2 * k + 1]);
+        }
+    }
+    else
+    {
+#pragma unroll
+        for (int k = 0; k < N; ++k)
+        {
+            out.v[k] = fromFloat<T>(fx[k] * scale * fg[k]);
+        }
+    }
+    return out;
+}
+
+//! Sum of the squares of a pack's elements, in FP32.
+template <typename T, int N>
+__device__ __forceinline__ float sumSquares(Pack<T, N> const& p)
+{
+    float f[N];
+    unpack(p, f);
+    float sum = 0.F;
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+    {
+        sum += f[k] * f[k];
+    }
+    return sum;
+}
+
+//! Keeps a 16-byte pack as it was loaded (packed FP16/BF16) across the reduction: without this the compiler
+//! kept the 64 floats a BF16 thread's 8 packs widen to (92 registers, 2 blocks an SM, BF16 14 % slower than
+//! FP16 on the H200) instead of widening them again for the store.
+template <typename P>
+__device__ __forceinline__ void keepPacked(P& p)
+{
+    if constexpr (sizeof(P) == 16)
+    {
+        auto& words = reinterpret_cast<uint4&>(p);
+        asm volatile("" : "+r"(words.x), "+r"(words.y), "+r"(words.z), "+r"(words.w));
+    }
+}
+
+//! A 16-byte pack loaded evict-first (`Streaming`: read once) or through the read-only cache.
+template <bool Streaming, typename P>
+__device__ __forceinline__ P loadPack(P const* at)
+{
+    if constexpr (Streaming && sizeof(P) == 16)
+    {
+        P out;
+        reinterpret_cast<uint4&>(out) = __ldcs(reinterpret_cast<uint4 const*>(at));
+        return out;
+    }
+    else
+    {
+        return *at;
+    }
+}
+
+//! Rows held in registers: `Threads` threads a row, each holding up to `Packs` packs of N elements (lane,
+//! lane + Threads, ...). Every thread of the block reaches the barrier of rowSum; a row past the end loads
+//! and stores nothing.
+template <typename T, int N, int Threads, int Packs>
 __global__ void __launch_bounds__(kBlock)
     rmsNormCached(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t rows,
                   int64_t packs, float invLength, float eps)
@@ -88,48 +209,111 @@ __global__ void __launch_bounds__(kBlock)
     int64_t const row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / Threads;
     int64_t const live = row < rows ? packs : 0;  // packs this thread's row has (none past the end)
     P const* in = reinterpret_cast<P const*>(x) + row * packs;
-    P v[kCachedPacks];
+    P v[Packs];
 #pragma unroll
-    for (int i = 0; i < kCachedPacks; ++i)
+    for (int i = 0; i < Packs; ++i)
     {
-        int64_t const p = lane + static_cast<int64_t>(i) * Threads;
-        if (p < live)
+        if (lane + static_cast<int64_t>(i) * Threads < live)
         {
-            v[i] = in[p];
+            v[i] = in[lane + i * Threads];
         }
     }
     float sum = 0.F;
 #pragma unroll
-    for (int i = 0; i < kCachedPacks; ++i)
+    for (int i = 0; i < Packs; ++i)
     {
         if (lane + static_cast<int64_t>(i) * Threads < live)
         {
-#pragma unroll
-            for (int k = 0; k < N; ++k)
-            {
-                float const f = toFloat(v[i].v[k]);
-                sum += f * f;
-            }
+            sum += sumSquares(v[i]);
         }
+        keepPacked(v[i]);
     }
-    float const scale = rsqrtf(rowSum<Threads>(sum) * invLength + eps);
+    float const scale = rsqrtf(rowSum<Threads>(sum, 0) * invLength + eps);
     P const* gain = reinterpret_cast<P const*>(weight);
     P* out = reinterpret_cast<P*>(y) + row * packs;
 #pragma unroll
-    for (int i = 0; i < kCachedPacks; ++i)
+    for (int i = 0; i < Packs; ++i)
     {
         int64_t const p = lane + static_cast<int64_t>(i) * Threads;
         if (p < live)
         {
-            P const g = gain[p];
-            P o;
-#pragma unroll
-            for (int k = 0; k < N; ++k)
-            {
-                o.v[k] = fromFloat<T>(toFloat(v[i].v[k]) * scale * toFloat(g.v[k]));
-            }
-            storeStreaming(&out[p], o);
+            storeStreaming(&out[p], scaled(v[i], gain[p], scale));
         }
+    }
+}
+
+//! Resident blocks walking the rows (RmsNormLayout::kResident): a block takes row groups blockIdx.x,
+//! blockIdx.x + gridDim.x, ... (kBlock / Threads rows a group), every thread of the block the same number
+//! of them (the barriers); the thread's weight packs loaded once, the next group's row loaded before this
+//! one is stored. MinBlocks caps the registers so that the grid the launch sizes (MinBlocks an SM) is
+//! resident at once.
+template <typename T, int N, int Threads, int Packs, bool Streaming, int MinBlocks>
+__global__ void __launch_bounds__(kBlock, MinBlocks)
+    rmsNormResident(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t rows,
+                    int64_t packs, float invLength, float eps)
+{
+    using P = Pack<T, N>;
+    constexpr int kRowsPerBlock = kBlock / Threads;
+    int const lane = static_cast<int>(threadIdx.x) % Threads;
+    int64_t const groups = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+    int64_t const rowStride = static_cast<int64_t>(gridDim.x) * kRowsPerBlock;
+    int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / Threads;
+    P const* in = reinterpret_cast<P const*>(x);
+    P const* gainIn = reinterpret_cast<P const*>(weight);
+    P gain[Packs];
+    P v[Packs];
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        int64_t const p = lane + static_cast<int64_t>(i) * Threads;
+        if (p < packs)
+        {
+            gain[i] = gainIn[p];
+            if (row < rows)
+            {
+                v[i] = loadPack<Streaming>(in + row * packs + p);
+            }
+        }
+    }
+    int parity = 0;
+    for (int64_t group = blockIdx.x; group < groups; group += gridDim.x)
+    {
+        int64_t const live = row < rows ? packs : 0;
+        float sum = 0.F;
+#pragma unroll
+        for (int i = 0; i < Packs; ++i)
+        {
+            if (lane + static_cast<int64_t>(i) * Threads < live)
+            {
+                sum += sumSquares(v[i]);
+            }
+            keepPacked(v[i]);
+        }
+        float const scale = rsqrtf(rowSum<Threads>(sum, parity) * invLength + eps);
+        parity ^= 1;
+        int64_t const next = row + rowStride;
+        P following[Packs];
+#pragma unroll
+        for (int i = 0; i < Packs; ++i)
+        {
+            int64_t const p = lane + static_cast<int64_t>(i) * Threads;
+            if (next < rows && p < packs)
+            {
+                following[i] = loadPack<Streaming>(in + next * packs + p);
+            }
+        }
+        P* out = reinterpret_cast<P*>(y) + row * packs;
+#pragma unroll
+        for (int i = 0; i < Packs; ++i)
+        {
+            int64_t const p = lane + static_cast<int64_t>(i) * Threads;
+            if (p < live)
+            {
+                storeStreaming(&out[p], scaled(v[i], gain[i], scale));
+            }
+            v[i] = following[i];
+        }
+        row = next;
     }
 }
 
@@ -161,7 +345,7 @@ __global__ void __launch_bounds__(kBlock)
             sum += f * f;
         }
     }
-    sum = rowSum<Threads>(sum);
+    sum = rowSum<Threads>(sum, 0);
     float const scale = rsqrtf(sum * invLength + eps);
     for (int64_t p = lane; p < packs; p += Threads)
     {
@@ -177,46 +361,143 @@ __global__ void __launch_bounds__(kBlock)
     }
 }
 
+//! The kernels' arguments, one row of x and y viewed as `packs` packs of N elements.
+template <typename T>
+struct RowsArgs
+{
+    T const* x;
+    T const* weight;
+    T* y;
+    int64_t rows;
+    int64_t packs;
+    float invLength;
+    float eps;
+};
+
+//! Registers a thread reserves for its share of a row: 2, 4 or 8 packs (fewer registers, more blocks an SM).
+constexpr int packsToHold(int64_t packs, int threads)
+{
+    int64_t const share = (packs + threads - 1) / threads;
+    return share <= 2 ? 2 : share <= 4 ? 4 : 8;
+}
+
+template <typename T, int N, int Threads>
+cudaError_t launchCached(RowsArgs<T> const& a, cudaStream_t stream)
+{
+    auto const grid = static_cast<unsigned>(ceilDiv(a.rows, kBlock / Threads));
+    switch (packsToHold(a.packs, Threads))
+    {
+        case 2:
+            rmsNormCached<T, N, Threads, 2>
+                <<<grid, kBlock, 0, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps);
+            break;
+        case 4:
+            rmsNormCached<T, N, Threads, 4>
+                <<<grid, kBlock, 0, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps);
+            break;
+        default:
+            rmsNormCached<T, N, Threads, 8>
+                <<<grid, kBlock, 0, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps);
+            break;
+    }
+    return cudaGetLastError();
+}
+
+//! The resident grid: MinBlocks blocks an SM (the kernel's register cap makes them fit), no more blocks than
+//! row groups. Host queries only, no stream operation: safe while a CUDA graph is captured.
+template <typename T, int N, int Threads, int Packs, bool Streaming>
+cudaError_t launchResidentWith(RowsArgs<T> const& a, cudaStream_t stream)
+{
+    constexpr int kMinBlocks = Packs == 2 ? 4 : Packs == 4 ? 2 : 1;  // registers for no spill: 64, 128, 255
+    int device = 0;
+    int sms = 0;
+    cudaError_t status = cudaGetDevice(&device);
+    if (status == cudaSuccess)
+    {
+        status = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    }
+    if (status != cudaSuccess)
+    {
+        return status;
+    }
+    int64_t const groups = (a.rows + kBlock / Threads - 1) / (kBlock / Threads);
+    auto const grid =
+        static_cast<unsigned>(std::min<int64_t>(groups, static_cast<int64_t>(sms) * kMinBlocks));
+    rmsNormResident<T, N, Threads, Packs, Streaming, kMinBlocks>
+        <<<grid, kBlock, 0, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps);
+    return cudaGetLastError();
+}
+
+//! A resident layout's threads a row: the fewest that hold the row in 4 packs each, else a block (8 packs).
+template <typename T, int N, bool Streaming>
+cudaError_t launchResident(RowsArgs<T> const& a, cudaStream_t stream)
+{
+    if (a.packs <= 4 * 32)
+    {
+        return a.packs <= 2 * 32 ? launchResidentWith<T, N, 32, 2, Streaming>(a, stream)
+                                 : launchResidentWith<T, N, 32, 4, Streaming>(a, stream);
+    }
+    if (a.packs <= 4 * 64)
+    {
+        return launchResidentWith<T, N, 64, 4, Streaming>(a, stream);
+    }
+    if (a.packs <= 4 * 128)
+    {
+        return launchResidentWith<T, N, 128, 4, Streaming>(a, stream);
+    }
+    return a.packs <= 4 * kBlock ? launchResidentWith<T, N, kBlock, 4, Streaming>(a, stream)
+                                 : launchResidentWith<T, N, kBlock, 8, Streaming>(a, stream);
+}
+
 template <typename T, int N>
 cudaError_t launchPacked(RmsNormLayout layout, void const* x, void const* weight, void* y, int64_t rows,
                          int64_t length, float eps, cudaStream_t stream)
 {
-    auto const* in = static_cast<T const*>(x);
-    auto const* gain = static_cast<T const*>(weight);
-    auto* out = static_cast<T*>(y);
-    float const invLength = 1.F / static_cast<float>(length);
-    int64_t const packs = length / N;
+    RowsArgs<T> const a{static_cast<T const*>(x),
+                        static_cast<T const*>(weight),
+                        static_cast<T*>(y),
+                        rows,
+                        length / N,
+                        1.F / static_cast<float>(length),
+                        eps};
     auto const blocks = [&](int threads) { return static_cast<unsigned>(ceilDiv(rows, kBlock / threads)); };
     switch (layout)
     {
         case RmsNormLayout::kWarpPerRow:
             rmsNormRows<T, N, 32>
-                <<<blocks(32), kBlock, 0, stream>>>(in, gain, out, rows, packs, invLength, eps);
-            break;
+                <<<blocks(32), kBlock, 0, stream>>>(a.x, a.weight, a.y, rows, a.packs, a.invLength, eps);
+            return cudaGetLastError();
         case RmsNormLayout::kBlockPerRow:
             rmsNormRows<T, N, kBlock>
-                <<<blocks(kBlock), kBlock, 0, stream>>>(in, gain, out, rows, packs, invLength, eps);
-            break;
-        case RmsNormLayout::kWarpCached:
-            rmsNormCached<T, N, 32>
-                <<<blocks(32), kBlock, 0, stream>>>(in, gain, out, rows, packs, invLength, eps);
-            break;
-        case RmsNormLayout::k64Cached:
-            rmsNormCached<T, N, 64>
-                <<<blocks(64), kBlock, 0, stream>>>(in, gain, out, rows, packs, invLength, eps);
-            break;
-        case RmsNormLayout::k128Cached:
-            rmsNormCached<T, N, 128>
-                <<<blocks(128), kBlock, 0, stream>>>(in, gain, out, rows, packs, invLength, eps);
-            break;
-        case RmsNormLayout::kBlockCached:
-            rmsNormCached<T, N, kBlock>
-                <<<blocks(kBlock), kBlock, 0, stream>>>(in, gain, out, rows, packs, invLength, eps);
-            break;
+                <<<blocks(kBlock), kBlock, 0, stream>>>(a.x, a.weight, a.y, rows, a.packs, a.invLength, eps);
+            return cudaGetLastError();
         default:
-            return cudaErrorInvalidValue;
+            break;
     }
-    return cudaGetLastError();
+    if constexpr (N == 1)
+    {
+        return cudaErrorInvalidValue;  // the cached and resident layouts hold 16-byte packs
+    }
+    else
+    {
+        switch (layout)
+        {
+            case RmsNormLayout::kWarpCached:
+                return launchCached<T, N, 32>(a, stream);
+            case RmsNormLayout::k64Cached:
+                return launchCached<T, N, 64>(a, stream);
+            case RmsNormLayout::k128Cached:
+                return launchCached<T, N, 128>(a, stream);
+            case RmsNormLayout::kBlockCached:
+                return launchCached<T, N, kBlock>(a, stream);
+            case RmsNormLayout::kResident:
+                return launchResident<T, N, false>(a, stream);
+            case RmsNormLayout::kResidentStreaming:
+                return launchResident<T, N, true>(a, stream);
+            default:
+                return cudaErrorInvalidValue;
+        }
+    }
 }
 
 template <typename T>

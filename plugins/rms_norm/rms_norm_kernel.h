@@ -19,14 +19,26 @@ enum class RmsNormLayout : int32_t
     k64Cached = 3,     // 64 threads a row, 4 rows a block
     k128Cached = 4,    // 128 threads a row, 2 rows a block
     kBlockCached = 5,  // 256 threads a row
+    // Resident blocks (as many as the GPU holds at once) walk the rows, each row held in registers by the
+    // fewest threads that keep it in 4 packs a thread (else 256 threads, 8 packs), the weight loaded once a
+    // block, the next row's loads in flight while this row is reduced and stored: no launch ramp per row,
+    // no tail of partly full waves.
+    kResident = 6,
+    kResidentStreaming = 7,  // the same, x loaded evict-first (__ldcs: it is read once)
 };
 
-//! 16-byte packs a thread of a cached layout holds in registers (32 registers).
+//! 16-byte packs a thread of a cached layout holds in registers at most (32 registers); the kernels reserve
+//! only as many as the row needs (2, 4 or 8).
 constexpr int kRmsNormCachedPacks = 8;
 
 constexpr bool isCached(RmsNormLayout layout)
 {
     return static_cast<int32_t>(layout) >= static_cast<int32_t>(RmsNormLayout::kWarpCached);
+}
+
+constexpr bool isResident(RmsNormLayout layout)
+{
+    return layout == RmsNormLayout::kResident || layout == RmsNormLayout::kResidentStreaming;
 }
 
 constexpr int64_t threadsPerRow(RmsNormLayout layout)
@@ -40,7 +52,7 @@ constexpr int64_t threadsPerRow(RmsNormLayout layout)
             return 64;
         case RmsNormLayout::k128Cached:
             return 128;
-        default:
+        default:  // a block's layouts; the resident ones at most (their rows' threads vary with the length)
             return 256;
     }
 }

@@ -13,7 +13,7 @@ namespace
 {
 constexpr int32_t kMaxRank = 8;
 // Tactic t >= 1 runs layout t - 1 (rms_norm_kernel.h's order).
-constexpr int32_t kLayouts = static_cast<int32_t>(RmsNormLayout::kBlockCached) + 1;
+constexpr int32_t kLayouts = static_cast<int32_t>(RmsNormLayout::kResidentStreaming) + 1;
 
 bool isFloat(DataType type)
 {
@@ -93,10 +93,10 @@ int32_t RmsNormPlugin::nbTactics() const
     return kLayouts;
 }
 
-// The tactic's layout; a cached one whose registers cannot hold the row runs the two-pass layout of as many
-// threads (a warp, else a block). Tactic 0 (untimed): rows shorter than a warp's 32 packs a warp's two passes
-// (on the H200 at 50176 x 64 FP32: 13.1 us, the warp's registers 17.0 us); longer ones the fewest threads
-// whose registers hold the row (the most loads in flight a thread), else a block's two passes.
+// The tactic's layout; a cached or resident one whose registers cannot hold the row runs the two-pass layout
+// of as many threads (a warp, else a block). Tactic 0 (untimed): rows shorter than a warp's 32 packs a warp's
+// two passes (on the H200 at 50176 x 64 FP32: 13.1 us, the warp's registers 17.0 us); longer ones the fewest
+// threads whose registers hold the row (the most loads in flight a thread), else a block's two passes.
 RmsNormLayout RmsNormPlugin::layout() const
 {
     if (mTactic == 0)

@@ -339,11 +339,35 @@ def case_record(case) -> dict:
         "flops": case.flops,
         "note": case.note,
         "plugin_result": None,
+        "same_size_copy": None,
         "peers": [],
         "versus": [],
         "error": None,
         "skipped": None,
     }
+
+
+def measure_same_size_copy(lib, case, rec: dict, args, options: str, copy_gbps) -> str:
+    """Beside the 1 GiB roofline, what a cudaMemcpyAsync of a case's own size reaches (half its bytes moved
+    copied: as many read and written), for the cases with a % of copy target: a smaller transfer's launch
+    ramp and tail, which 1 GiB hides, weigh on it as on the plugin. Into rec["same_size_copy"]; the log
+    line's part."""
+    if not rec["plugin_result"] or not any(t.metric == "pct_copy" for t in case.targets):
+        return ""
+    nbytes = max(256, case.bytes_moved // 2 // 256 * 256)
+    try:
+        copy = derive(lib.copy(nbytes, max(args.repetitions // 4, 50), options), 2 * nbytes, 0, copy_gbps)
+    except BenchError as error:
+        rec["same_size_copy"] = {"bytes": nbytes, "error": str(error)}
+        return f" | same-size copy ERROR {error}"
+    mine = rec["plugin_result"].get("gb_per_s")
+    copy["bytes"] = nbytes
+    copy["plugin_pct"] = 100.0 * mine / copy["gb_per_s"] if mine and copy.get("gb_per_s") else None
+    rec["same_size_copy"] = copy
+    return (
+        f" | same-size copy {copy['median_us']:.2f} us ({fmt(copy.get('pct_copy'), 1)}% of the 1 GiB "
+        f"copy's GB/s; plugin at {fmt(copy['plugin_pct'], 1)}% of it)"
+    )
 
 
 def measure_case(lib, runner, case, rec: dict, args, options: str, copy_gbps, torch_missing) -> str:
@@ -362,6 +386,7 @@ def measure_case(lib, runner, case, rec: dict, args, options: str, copy_gbps, to
     except Exception as error:  # recorded with the case; the run goes on with the next one
         rec["error"] = f"{type(error).__name__}: {error}" if not isinstance(error, BenchError) else str(error)
         line += f" plugin ERROR {rec['error']}"
+    line += measure_same_size_copy(lib, case, rec, args, options, copy_gbps)
     if runner is not None and rec["plugin_result"]:
         for name in case.peers:
             peer = time_peer(runner, case, name, args.repetitions, copy_gbps)

@@ -165,6 +165,7 @@ def markdown(report: dict, profiles: dict[str, str] | None = None) -> str:
     lines.append("")
 
     records = report.get("cases", [])
+    lines += same_size_copy_markdown(records, targets)
     lines += case_tables(records, profiles)
     lines += tactics_markdown(records, full=bool((meta.get("options") or {}).get("tactics")))
     lines += lenet_chain.markdown(report.get("chains", []))
@@ -178,6 +179,39 @@ def markdown(report: dict, profiles: dict[str, str] | None = None) -> str:
     if skipped:
         lines += ["## Skipped", ""] + [f"- `{r['id']}`: {r['skipped']}" for r in skipped] + [""]
     return "\n".join(lines)
+
+
+def same_size_copy_markdown(records: list[dict], targets: list[dict]) -> list[str]:
+    """The cases with a % of copy target beside a cudaMemcpyAsync of their own size (cli's
+    measure_same_size_copy): what that size reaches, next to the 1 GiB roofline the target is set against."""
+    rows = [r for r in records if r.get("same_size_copy")]
+    if not rows:
+        return []
+    status = {t["case"]: t["status"] for t in targets if t["metric"] == "pct_copy"}
+    lines = [
+        "## Copy bandwidth at each case's size",
+        "",
+        "The target stays % of the 1 GiB copy. Beside it, a cudaMemcpyAsync of the case's own size (half "
+        "its bytes moved copied, so as many read and written; source and destination pairs rotated past "
+        "2x the L2 cache as the plugin's inputs are), timed the same way in the same run: its launch ramp "
+        "and tail, which 1 GiB hides, show what a transfer of that size reaches on this GPU.",
+        "",
+        "| case | MB moved | plugin % of the 1 GiB copy | target | same-size copy µs | same-size copy GB/s "
+        "| same-size copy % of the 1 GiB copy | plugin % of the same-size copy |",
+        "|---|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        copy, mine = r["same_size_copy"], r.get("plugin_result") or {}
+        head = f"| `{r['id']}` | {r['bytes_moved'] / 1e6:,.0f} |"
+        if copy.get("error"):
+            lines.append(f"{head} | | error: {copy['error']} | | | |")
+            continue
+        lines.append(
+            f"{head} {fmt(mine.get('pct_copy'), 1, '%')} | {status.get(r['id'], '—')} | "
+            f"{fmt(copy.get('median_us'), 2)} | {fmt(copy.get('gb_per_s'), 0)} | "
+            f"{fmt(copy.get('pct_copy'), 1, '%')} | {fmt(copy.get('plugin_pct'), 1, '%')} |"
+        )
+    return lines + [""]
 
 
 def tactic_margin(result: dict) -> float | None:

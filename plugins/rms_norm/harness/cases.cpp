@@ -64,6 +64,10 @@ void addRmsNormCases(harness::Suite& suite)
         suite.cases.push_back(rmsNormCase(type, {70000, 128}));             // many short rows
         suite.cases.push_back(rmsNormCase(type, {5, 2048}));    // rows past the end of a block's last rows
         suite.cases.push_back(rmsNormCase(type, {300, 1024}));  // a warp's registers full (FP32)
+        // More rows than the resident grid (132 SMs: 132 to 528 blocks): each block walks several, its
+        // threads holding 8 packs (FP32 {300, 8192}; FP16/BF16 {300, 12288}) or 4 ({300, 8192}).
+        suite.cases.push_back(rmsNormCase(type, {300, 8192}));
+        suite.cases.push_back(rmsNormCase(type, {300, 12288}));
     }
     DataType const f32 = DataType::kFLOAT;
     suite.shapeErrors.push_back({"RmsNormLastAxis",
