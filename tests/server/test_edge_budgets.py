@@ -49,6 +49,10 @@ MODELS = {
 }
 ATTACKER = "127.0.0.2"
 HONEST_WITHIN_S = 2.0
+# The Python gRPC front (the fallback where the compiled one is not built): a client that connects while 512
+# zero-window calls of 2 MiB answers arrive waits while Python refuses and budgets the burst: its first call
+# 1.1-1.9 s on a loaded 2-core machine, 2.53 s in CI's (14a13e6); every later call ~20 ms (SECURITY.md).
+PYTHON_FRONT_HONEST_WITHIN_S = 4.0
 # Shortened so that a test waits seconds, not the defaults' tens of seconds.
 SHORT = {"answer_timeout_ms": 2000, "handshake_timeout_ms": 1000, "idle_timeout_ms": 3000}
 
@@ -206,7 +210,8 @@ class Honest:
         failed = [status for _, status in self.results if status != "OK"]
         assert self.results and not failed, failed[:3]
         slowest = max(seconds for seconds, _ in self.results)
-        assert slowest < HONEST_WITHIN_S, f"an honest call took {slowest:.2f} s"
+        bound = HONEST_WITHIN_S if self.front.kind == "compiled" else PYTHON_FRONT_HONEST_WITHIN_S
+        assert slowest < bound, f"an honest call took {slowest:.2f} s ({self.front.kind} front)"
 
 
 # ------------------------------------------------------------------------------------------ raw HTTP/2
