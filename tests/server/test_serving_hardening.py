@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import queue
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -186,6 +188,31 @@ def test_make_serve_restarts_a_server_that_one_request_killed(tmp_path):
     finally:
         served.stop()
     assert not shm_regions(ours), "regions left after a clean stop"
+
+
+def test_a_first_start_that_tritonserver_aborts_is_tried_again(tmp_path):
+    """Triton 2.51 can abort while its models load on a busy machine (a Boost.Interprocess lock_exception in
+    the Python backend, seen in CI at cbaf18e); the first start then ended `make serve`. Now a start killed by
+    a signal before the server was ever ready is tried again (EARLY_CRASH_RETRIES), and the banner comes."""
+    ports = Ports.free()
+    served = Supervised(tmp_path, ports)
+    try:
+        deadline, pid = time.monotonic() + 60, None
+        while pid is None and time.monotonic() < deadline and served.process.poll() is None:
+            found = subprocess.run(
+                ["pgrep", "-P", str(served.process.pid), "tritonserver"], capture_output=True, text=True
+            ).stdout.split()
+            pid = int(found[0]) if found else None
+            time.sleep(0.05)
+        assert pid is not None, "no tritonserver process appeared"
+        os.kill(pid, signal.SIGABRT)  # while its models load: before the edge ever said ready
+        assert served.wait_for("Stop with Ctrl-C.", 180), served.output()
+        output = served.output()
+        assert "tritonserver was killed by signal 6 (SIGABRT)" in output, output
+        assert "restarting tritonserver in 1 s (restart 1)" in output, output
+        np.testing.assert_allclose(infer_l2norm(f"127.0.0.1:{ports.http}"), [[0.6, 0.8]])
+    finally:
+        served.stop()
 
 
 # ------------------------------------------------------------- item 4: admin key and shared memory

@@ -43,6 +43,7 @@ from trt_plugin_kit.tritonserver.options import add_server_location_arguments
 MODELS_ENV = "TRITON_SERVE_MODELS"
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
+EARLY_CRASH_RETRIES = 2  # starts killed by a signal before the server was ever ready, tried again
 STABLE_AFTER_S = 60.0  # a server that stayed up this long resets the back-off
 
 
@@ -125,23 +126,35 @@ def make_server(args: argparse.Namespace, variant: str) -> TritonServer:
     )
 
 
+def killed_by_signal(server) -> bool:
+    """tritonserver ended by a signal (an abort, a segfault): a crash, not a configuration it refused."""
+    process = server.process
+    return process is not None and process.poll() is not None and process.returncode < 0
+
+
 def supervise(args: argparse.Namespace, variant: str) -> int:
     """Start, watch and restart tritonserver until a stop signal; returns the exit code of serve.py."""
-    backoff, restarts = BACKOFF_FIRST_S, 0
+    backoff, restarts, served, early_crashes = BACKOFF_FIRST_S, 0, False, 0
     while True:
         server = make_server(args, variant)
         try:
             server.start()
             server.wait_until_ready(args.ready_timeout)
-            if restarts == 0:
+            if not served:
                 print_banner(server, args.host)
+                served = True
             else:
                 _say(f"tritonserver is serving again (restart {restarts}).")
             started = time.monotonic()
             reason = server.wait_for_exit()
         except ServingError as error:
-            if restarts == 0 or isinstance(error, PortTaken):
-                raise  # a server that never came up, a port another process holds: configuration, not a crash
+            # A server that never came up, a port another process holds: configuration, not a crash. But
+            # Triton 2.51 can abort while its models load under load (a Boost.Interprocess lock_exception in
+            # the Python backend, seen in CI at cbaf18e): a first start killed by a signal is tried again.
+            crash = killed_by_signal(server) and early_crashes < EARLY_CRASH_RETRIES
+            if isinstance(error, PortTaken) or (not served and not crash):
+                raise
+            early_crashes += not served
             reason, started = str(error), time.monotonic()
         finally:
             log_tail = server.log_tail(20)
