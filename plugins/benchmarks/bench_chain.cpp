@@ -138,17 +138,7 @@ ChainPlan planChain(std::string const& spec)
                      " but node ", from, " output ", output, " is ", describe({produced}));
             node->sources.emplace_back(static_cast<int>(from), static_cast<int>(output));
         }
-        node->attached.reset(
-            capabilitiesOf(node->planned.runtimePlugin.get()).runtime->attachToContext(&node->context));
-        if (!node->attached) fail("attachToContext returned null: ", errorsLogged());
-        node->planned.runtimePlugin.reset();
-        node->runtime = capabilitiesOf(node->attached.get()).runtime;
-        node->inDescs = runtimeDescs(node->planned.inputs);
-        node->outDescs = runtimeDescs(node->planned.outputs);
-        if (node->runtime->onShapeChange(node->inDescs.data(), static_cast<int32_t>(node->inDescs.size()),
-                                         node->outDescs.data(),
-                                         static_cast<int32_t>(node->outDescs.size())) != 0)
-            fail("onShapeChange of chain node ", i, " (", parts[0], ") failed: ", errorsLogged());
+        attachForRuntime(*node, "chain node " + std::to_string(i) + " (" + parts[0] + ")");
         nodes.push_back(std::move(node));
     }
     if (externals.empty()) fail("the chain has no external input");

@@ -47,16 +47,7 @@ std::unique_ptr<PluginOp> createOp(std::string const& plugin, std::string const&
     auto op = std::make_unique<PluginOp>();
     op->plugin = plugin;
     op->planned = plan(plugin, fields, io);
-    op->attached.reset(
-        capabilitiesOf(op->planned.runtimePlugin.get()).runtime->attachToContext(&op->context));
-    if (!op->attached) fail("attachToContext returned null: ", errorsLogged());
-    op->planned.runtimePlugin.reset();
-    op->runtime = capabilitiesOf(op->attached.get()).runtime;
-    op->inDescs = runtimeDescs(op->planned.inputs);
-    op->outDescs = runtimeDescs(op->planned.outputs);
-    if (op->runtime->onShapeChange(op->inDescs.data(), static_cast<int32_t>(op->inDescs.size()),
-                                   op->outDescs.data(), static_cast<int32_t>(op->outDescs.size())) != 0)
-        fail("onShapeChange of ", plugin, " failed: ", errorsLogged());
+    attachForRuntime(*op, plugin);
     op->workspace = std::make_unique<DeviceMemory>(op->planned.workspaceBytes);
     return op;
 }

@@ -430,6 +430,26 @@ inline Planned plan(std::string const& pluginName, std::string const& fieldsSpec
     return p;
 }
 
+//! The runtime half of TensorRT's sequence for a planned plugin, as an engine's execution context does it:
+//! attachToContext (the attached clone replaces the deserialized plugin), then onShapeChange with the planned
+//! tensors. `Instance` holds planned, context, attached, runtime, inDescs and outDescs (a chain node, a
+//! plugin op); `what` names it in a failure.
+template <typename Instance>
+void attachForRuntime(Instance& instance, std::string const& what)
+{
+    instance.attached.reset(
+        capabilitiesOf(instance.planned.runtimePlugin.get()).runtime->attachToContext(&instance.context));
+    if (!instance.attached) fail("attachToContext of ", what, " returned null: ", errorsLogged());
+    instance.planned.runtimePlugin.reset();
+    instance.runtime = capabilitiesOf(instance.attached.get()).runtime;
+    instance.inDescs = runtimeDescs(instance.planned.inputs);
+    instance.outDescs = runtimeDescs(instance.planned.outputs);
+    if (instance.runtime->onShapeChange(
+            instance.inDescs.data(), static_cast<int32_t>(instance.inDescs.size()), instance.outDescs.data(),
+            static_cast<int32_t>(instance.outDescs.size())) != 0)
+        fail("onShapeChange of ", what, " failed: ", errorsLogged());
+}
+
 // --------------------------------------------------------------------------------- GPU resources
 struct DeviceMemory
 {
