@@ -25,6 +25,10 @@ enum class RmsNormLayout : int32_t
     // no tail of partly full waves.
     kResident = 6,
     kResidentStreaming = 7,  // the same, x loaded evict-first (__ldcs: it is read once)
+    // sm_90+ (rmsNormBulkAvailable()): resident blocks of 256 threads keep their next 2-3 rows in flight in a
+    // ring of shared-memory stages that the bulk copy engine fills (cp.async.bulk, an mbarrier a stage),
+    // reduce each row from there and store it from registers (rms_norm_bulk.cu). Elsewhere: kResident.
+    kBulkRing = 8,
 };
 
 //! 16-byte packs a thread of a cached layout holds in registers at most (32 registers); the kernels reserve
@@ -63,11 +67,16 @@ constexpr int64_t rmsNormCachedLength(RmsNormLayout layout, int64_t elementBytes
     return kRmsNormCachedPacks * threadsPerRow(layout) * (16 / elementBytes);
 }
 
-//! FP32, FP16 and BF16 (x, weight and y of one type), FP32 accumulation. 128-bit accesses when length is a
+//! FP32, FP16 and BF16 (x, weight and y of one type), FP32 accumulation. kBulkRing where it does not run
+//! (rmsNormBulkAvailable()) runs kResident. 128-bit accesses when length is a
 //! multiple of 16 bytes' worth of elements and the three pointers are 16-byte aligned; otherwise element by
 //! element with the two-pass layout of as many threads (a cached layout needs the packs). A cached layout
 //! with a row longer than rmsNormCachedLength returns cudaErrorInvalidValue (the plugin plans around it).
 //! Returns the launch status; allocates nothing and never synchronizes.
+//! Whether RmsNormLayout::kBulkRing runs on the current GPU: sm_90 or newer, and this library holds its sm_90
+//! code (a build for older GPUs only does not). Host queries only; false without a GPU.
+bool rmsNormBulkAvailable();
+
 cudaError_t launchRmsNorm(ElementType type, RmsNormLayout layout, void const* x, void const* weight, void* y,
                           int64_t rows, int64_t length, float eps, cudaStream_t stream);
 
