@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "../common/bulk_copy.cuh"
+#include "../common/cuda_utils.cuh"
 #include "bench_kernels.h"
 
 namespace bench
@@ -12,19 +13,20 @@ namespace
 namespace bulk = trt_plugin_kit::bulk;
 
 constexpr int kVectorBlock = 256;
-constexpr int kVectorUnroll = 4;  // 16-byte loads a thread issues before its first store
-constexpr int64_t kVectorTile = int64_t{kVectorBlock} * kVectorUnroll;  // packs a block moves an iteration
 
-//! Tiles of kVectorTile 16-byte packs, grid-stride: every load of a thread in flight, then its stores.
+//! Tiles of kVectorBlock x Unroll 16-byte packs, grid-stride: a thread's Unroll loads in flight, then its
+//! stores.
+template <int Unroll>
 __global__ void __launch_bounds__(kVectorBlock)
     vectorCopy(uint4* __restrict__ dst, uint4 const* __restrict__ src, int64_t packs)
 {
-    for (int64_t tile = blockIdx.x; tile * kVectorTile < packs; tile += gridDim.x)
+    constexpr int64_t kTile = int64_t{kVectorBlock} * Unroll;
+    for (int64_t tile = blockIdx.x; tile * kTile < packs; tile += gridDim.x)
     {
-        int64_t const first = tile * kVectorTile + threadIdx.x;
-        uint4 v[kVectorUnroll];
+        int64_t const first = tile * kTile + threadIdx.x;
+        uint4 v[Unroll];
 #pragma unroll
-        for (int j = 0; j < kVectorUnroll; ++j)
+        for (int j = 0; j < Unroll; ++j)
         {
             if (first + j * kVectorBlock < packs)
             {
@@ -32,7 +34,7 @@ __global__ void __launch_bounds__(kVectorBlock)
             }
         }
 #pragma unroll
-        for (int j = 0; j < kVectorUnroll; ++j)
+        for (int j = 0; j < Unroll; ++j)
         {
             if (first + j * kVectorBlock < packs)
             {
@@ -99,26 +101,48 @@ int multiprocessors()
     }
     return sms;
 }
+
+template <int Unroll>
+cudaError_t launchVectorCopyOf(uint4* dst, uint4 const* src, int64_t packs, int blocksPerSm,
+                               cudaStream_t stream)
+{
+    int64_t const tiles = (packs + int64_t{kVectorBlock} * Unroll - 1) / (int64_t{kVectorBlock} * Unroll);
+    int64_t const grid = blocksPerSm > 0
+                             ? trt_plugin_kit::balancedGrid(tiles, int64_t{multiprocessors()} * blocksPerSm)
+                             : tiles;
+    if (grid < 1 || grid > INT32_MAX)
+    {
+        return cudaErrorInvalidValue;
+    }
+    vectorCopy<Unroll><<<static_cast<unsigned>(grid), kVectorBlock, 0, stream>>>(dst, src, packs);
+    return cudaGetLastError();
+}
 }  // namespace
 
-cudaError_t launchVectorCopy(void* dst, void const* src, size_t bytes, int blocksPerSm, cudaStream_t stream)
+cudaError_t launchVectorCopy(void* dst, void const* src, size_t bytes, int blocksPerSm, int unroll,
+                             cudaStream_t stream)
 {
     if (bytes % 16 != 0 || reinterpret_cast<uintptr_t>(dst) % 16 != 0 ||
         reinterpret_cast<uintptr_t>(src) % 16 != 0)
     {
         return cudaErrorInvalidValue;
     }
+    auto* to = static_cast<uint4*>(dst);
+    auto const* from = static_cast<uint4 const*>(src);
     auto const packs = static_cast<int64_t>(bytes / 16);
-    int64_t const tiles = (packs + kVectorTile - 1) / kVectorTile;
-    int64_t const grid =
-        blocksPerSm > 0 ? std::min<int64_t>(tiles, int64_t{multiprocessors()} * blocksPerSm) : tiles;
-    if (grid < 1 || grid > INT32_MAX)
+    switch (unroll)
     {
-        return cudaErrorInvalidValue;
+        case 1:
+            return launchVectorCopyOf<1>(to, from, packs, blocksPerSm, stream);
+        case 2:
+            return launchVectorCopyOf<2>(to, from, packs, blocksPerSm, stream);
+        case 4:
+            return launchVectorCopyOf<4>(to, from, packs, blocksPerSm, stream);
+        case 8:
+            return launchVectorCopyOf<8>(to, from, packs, blocksPerSm, stream);
+        default:
+            return cudaErrorInvalidValue;
     }
-    vectorCopy<<<static_cast<unsigned>(grid), kVectorBlock, 0, stream>>>(
-        static_cast<uint4*>(dst), static_cast<uint4 const*>(src), packs);
-    return cudaGetLastError();
 }
 
 bool bulkCopyKernelRuns()
@@ -152,7 +176,8 @@ cudaError_t launchBulkCopy(void* dst, void const* src, size_t bytes, int stages,
         return status;
     }
     auto const chunks = static_cast<int64_t>((bytes + chunkBytes - 1) / chunkBytes);
-    int64_t const grid = std::min<int64_t>(chunks, int64_t{multiprocessors()} * std::max(perSm, 1));
+    int64_t const grid =
+        trt_plugin_kit::balancedGrid(chunks, int64_t{multiprocessors()} * std::max(perSm, 1));
     bulkRingCopy<<<static_cast<unsigned>(grid), 32, ringBytes, stream>>>(
         static_cast<unsigned char*>(dst), static_cast<unsigned char const*>(src), static_cast<int64_t>(bytes),
         static_cast<int64_t>(chunkBytes), stages);

@@ -26,9 +26,11 @@ cudaError_t launchEmpty(cudaStream_t stream);
 // Copy kernels (bench_copy_kernels.cu), beside cudaMemcpyAsync: what a kernel reaches moving `bytes` (a
 // multiple of 16, 16-byte aligned pointers; else cudaErrorInvalidValue).
 
-//! 16-byte loads and stores (evict-first), 4 loads a thread in flight, blocks of 256 threads walking tiles of
-//! 16 KiB grid-stride: `blocksPerSm` resident blocks an SM, or 0 for a block a tile (no loop).
-cudaError_t launchVectorCopy(void* dst, void const* src, size_t bytes, int blocksPerSm, cudaStream_t stream);
+//! 16-byte loads and stores (evict-first), `unroll` (1, 2, 4 or 8) loads a thread in flight, blocks of 256
+//! threads walking tiles of 4 KiB x unroll grid-stride: at most `blocksPerSm` resident blocks an SM (a
+//! balanced grid), or 0 for a block a tile (no loop).
+cudaError_t launchVectorCopy(void* dst, void const* src, size_t bytes, int blocksPerSm, int unroll,
+                             cudaStream_t stream);
 
 //! sm_90+: resident blocks (as many as the ring's shared memory lets an SM hold), one thread each driving a
 //! ring of `stages` (2-16) shared-memory stages of `chunkBytes` (< 1 MiB): bulk copies (TMA, cp.async.bulk)

@@ -278,8 +278,8 @@ struct Options
     double maxSeconds{3.0};
     double rotateBytes{0.0};  // 0: 2 x L2 + 1
     int64_t maxSets{65536};
-    // tpk_bench_copy's copy: "memcpy" (cudaMemcpyAsync), "vector:B" (launchVectorCopy, B blocks an SM; 0: a
-    // block a tile) or "bulk:S:K" (launchBulkCopy, S stages of K KiB).
+    // tpk_bench_copy's copy: "memcpy" (cudaMemcpyAsync), "vector:B:U" (launchVectorCopy, B blocks an SM, 0:
+    // a block a tile; U loads a thread) or "bulk:S:K" (launchBulkCopy, S stages of K KiB).
     std::string copyKernel{"memcpy"};
 };
 

@@ -270,15 +270,18 @@ std::pair<std::function<cudaError_t(void*, void const*, size_t, cudaStream_t)>, 
         return {[](void* dst, void const* src, size_t bytes, cudaStream_t stream)
                 { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream); },
                 "cudaMemcpyAsync device to device"};
-    if (parts.size() == 2 && parts[0] == "vector")
+    if (parts.size() == 3 && parts[0] == "vector")
     {
         auto const blocks = static_cast<int>(parseInteger(parts[1], "vector copy's blocks an SM"));
+        auto const unroll = static_cast<int>(parseInteger(parts[2], "vector copy's loads a thread"));
         if (blocks < 0 || blocks > 64) fail("vector copy's blocks an SM must be 0 to 64, got ", blocks);
-        return {[blocks](void* dst, void const* src, size_t bytes, cudaStream_t stream)
-                { return bench::launchVectorCopy(dst, src, bytes, blocks, stream); },
-                "128-bit vector copy kernel, " +
-                    (blocks ? std::to_string(blocks) + " resident blocks of 256 an SM"
-                            : "a block a 16 KiB tile")};
+        if (unroll != 1 && unroll != 2 && unroll != 4 && unroll != 8)
+            fail("vector copy's loads a thread must be 1, 2, 4 or 8, got ", unroll);
+        return {[blocks, unroll](void* dst, void const* src, size_t bytes, cudaStream_t stream)
+                { return bench::launchVectorCopy(dst, src, bytes, blocks, unroll, stream); },
+                "128-bit vector copy kernel, " + std::to_string(unroll) + " loads a thread, " +
+                    (blocks ? "at most " + std::to_string(blocks) + " resident blocks of 256 an SM"
+                            : "a block a tile")};
     }
     if (parts.size() == 3 && parts[0] == "bulk")
     {
@@ -291,7 +294,7 @@ std::pair<std::function<cudaError_t(void*, void const*, size_t, cudaStream_t)>, 
             { return bench::launchBulkCopy(dst, src, bytes, stages, kib * 1024, stream); },
             "TMA bulk copy ring, " + std::to_string(stages) + " stages of " + std::to_string(kib) + " KiB"};
     }
-    fail("copy_kernel '", spec, "' is not memcpy, vector:BLOCKS_PER_SM or bulk:STAGES:KIB");
+    fail("copy_kernel '", spec, "' is not memcpy, vector:BLOCKS_PER_SM:LOADS or bulk:STAGES:KIB");
 }
 
 //! A device-to-device copy of `bytes` (options.copyKernel's: cudaMemcpyAsync by default), timed as the

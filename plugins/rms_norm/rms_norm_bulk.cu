@@ -18,8 +18,9 @@ namespace rms_norm_detail
 namespace
 {
 constexpr int kMaxStages = 4;
-// Shared memory a block's ring may take: two blocks an SM on sm_90 (228 KiB an SM, 1 KiB of it per block
-// reserved). A 32 KiB row (the longest: kBulkMaxPacks) gets 3 stages, a 16 KiB row 4.
+// Shared memory a block's ring may take: at least two blocks an SM on sm_90 (228 KiB an SM, 1 KiB of it per
+// block reserved). A 32 KiB row (the longest: kBulkMaxPacks) gets 3 stages, a 16 KiB row 4 (64 KiB: three
+// blocks of 4 packs a thread fit, their register cap 85).
 constexpr int64_t kRingBytes = 112 * 1024;
 
 int stagesFor(int64_t rowBytes)
@@ -28,9 +29,10 @@ int stagesFor(int64_t rowBytes)
 }
 
 //! Block b takes rows b, b + gridDim.x, ... (the k-th of them in stage k % stages); thread 0 issues the
-//! copies. `Packs` 16-byte packs a thread at most (packs <= Packs * kBlock).
+//! copies. `Packs` 16-byte packs a thread at most (packs <= Packs * kBlock); registers capped for 3 blocks
+//! an SM at 4 packs (72 used, no spill), 2 at 8 (120).
 template <typename T, int N, int Packs>
-__global__ void __launch_bounds__(kBlock, 2)
+__global__ void __launch_bounds__(kBlock, Packs == 4 ? 3 : 2)
     rmsNormBulkRing(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t rows,
                     int64_t packs, float invLength, float eps, int stages)
 {
@@ -141,8 +143,7 @@ cudaError_t launchRing(RowsArgs<T> const& a, cudaStream_t stream)
     {
         return status;
     }
-    auto const grid =
-        static_cast<unsigned>(std::min<int64_t>(a.rows, static_cast<int64_t>(sms) * std::max(perSm, 1)));
+    unsigned const grid = balancedGrid(a.rows, static_cast<int64_t>(sms) * std::max(perSm, 1));
     kernel<<<grid, kBlock, ringBytes, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps,
                                                 stages);
     return cudaGetLastError();

@@ -350,10 +350,19 @@ def case_record(case) -> dict:
 
 
 # The copy kernels timed beside cudaMemcpyAsync at each case's size (libplugin_bench.so's copy_kernel option):
-# 128-bit vector copies, a block a 16 KiB tile or 2/8 resident blocks an SM, and (sm_90+) the TMA bulk-copy
-# ring, 4 or 8 stages of 16 KiB or 6 of 32 KiB a block. The best of them all is the case's "best same-size
-# copy".
-SAME_SIZE_COPY_KERNELS = ("vector:0", "vector:2", "vector:8", "bulk:4:16", "bulk:8:16", "bulk:6:32")
+# 128-bit vector copies (vector:B:U), a block a tile (B = 0) of 1, 4 or 8 loads a thread, or a balanced
+# resident grid of at most 8 blocks an SM, 4 loads a thread, or 4 blocks, 8 loads; and (sm_90+) the TMA
+# bulk-copy ring (bulk:S:K), 8 stages of 16 KiB or 3 of 64 KiB a block. The best of them all, cudaMemcpyAsync
+# included, is the case's "best same-size copy".
+SAME_SIZE_COPY_KERNELS = (
+    "vector:0:1",
+    "vector:0:4",
+    "vector:0:8",
+    "vector:8:4",
+    "vector:4:8",
+    "bulk:8:16",
+    "bulk:3:64",
+)
 
 
 def measure_same_size_copy(lib, case, rec: dict, args, options: str, copy_gbps) -> str:

@@ -200,8 +200,8 @@ def same_size_copy_markdown(records: list[dict], targets: list[dict]) -> list[st
         "The target stays % of the 1 GiB copy. Beside it, copies of the case's own size (half its bytes "
         "moved copied, so as many read and written; source and destination pairs rotated past 2x the L2 "
         "cache as the plugin's inputs are), timed the same way in the same run: cudaMemcpyAsync, and the "
-        "best of it and the copy kernels (`vector:B`: 128-bit loads and stores, 4 loads a thread in "
-        "flight, B resident blocks of 256 an SM, 0 a block a 16 KiB tile; `bulk:S:K`, sm_90+: resident "
+        "best of it and the copy kernels (`vector:B:U`: 128-bit loads and stores, U loads a thread in "
+        "flight, at most B resident blocks of 256 an SM, 0 a block a tile; `bulk:S:K`, sm_90+: resident "
         "blocks, one thread each driving a ring of S shared-memory stages of K KiB, TMA bulk copies "
         "global -> shared on an mbarrier and shared -> global). Their launch ramp and tail, which 1 GiB "
         "hides, show what a transfer of that size reaches on this GPU.",
