@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "../common/bulk_copy.cuh"
-#include "../common/cuda_utils.cuh"
 #include "bench_kernels.h"
 
 namespace bench
@@ -107,9 +106,8 @@ cudaError_t launchVectorCopyOf(uint4* dst, uint4 const* src, int64_t packs, int 
                                cudaStream_t stream)
 {
     int64_t const tiles = (packs + int64_t{kVectorBlock} * Unroll - 1) / (int64_t{kVectorBlock} * Unroll);
-    int64_t const grid = blocksPerSm > 0
-                             ? trt_plugin_kit::balancedGrid(tiles, int64_t{multiprocessors()} * blocksPerSm)
-                             : tiles;
+    int64_t const grid =
+        blocksPerSm > 0 ? std::min<int64_t>(tiles, int64_t{multiprocessors()} * blocksPerSm) : tiles;
     if (grid < 1 || grid > INT32_MAX)
     {
         return cudaErrorInvalidValue;
@@ -176,8 +174,7 @@ cudaError_t launchBulkCopy(void* dst, void const* src, size_t bytes, int stages,
         return status;
     }
     auto const chunks = static_cast<int64_t>((bytes + chunkBytes - 1) / chunkBytes);
-    int64_t const grid =
-        trt_plugin_kit::balancedGrid(chunks, int64_t{multiprocessors()} * std::max(perSm, 1));
+    int64_t const grid = std::min<int64_t>(chunks, int64_t{multiprocessors()} * std::max(perSm, 1));
     bulkRingCopy<<<static_cast<unsigned>(grid), 32, ringBytes, stream>>>(
         static_cast<unsigned char*>(dst), static_cast<unsigned char const*>(src), static_cast<int64_t>(bytes),
         static_cast<int64_t>(chunkBytes), stages);

@@ -27,8 +27,8 @@ cudaError_t launchEmpty(cudaStream_t stream);
 // multiple of 16, 16-byte aligned pointers; else cudaErrorInvalidValue).
 
 //! 16-byte loads and stores (evict-first), `unroll` (1, 2, 4 or 8) loads a thread in flight, blocks of 256
-//! threads walking tiles of 4 KiB x unroll grid-stride: at most `blocksPerSm` resident blocks an SM (a
-//! balanced grid), or 0 for a block a tile (no loop).
+//! threads walking tiles of 4 KiB x unroll grid-stride: `blocksPerSm` resident blocks an SM, or 0 for a block
+//! a tile (no loop).
 cudaError_t launchVectorCopy(void* dst, void const* src, size_t bytes, int blocksPerSm, int unroll,
                              cudaStream_t stream);
 

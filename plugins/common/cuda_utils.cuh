@@ -147,13 +147,4 @@ inline unsigned ceilDiv(int64_t a, int64_t b)
     return static_cast<unsigned>((a + b - 1) / b);
 }
 
-//! A persistent grid for `work` equal units over at most `slots` resident blocks: the fewest blocks that
-//! still give each its least count of units, so that every block takes that count or one less (4,096 rows
-//! on 264 slots: 256 blocks of 16 rows, not 264 of 15 or 16, whose last row half the GPU waits for).
-inline unsigned balancedGrid(int64_t work, int64_t slots)
-{
-    int64_t const perBlock = (work + slots - 1) / slots;
-    return ceilDiv(work, perBlock);
-}
-
 }  // namespace trt_plugin_kit

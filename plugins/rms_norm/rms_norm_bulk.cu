@@ -143,7 +143,8 @@ cudaError_t launchRing(RowsArgs<T> const& a, cudaStream_t stream)
     {
         return status;
     }
-    unsigned const grid = balancedGrid(a.rows, static_cast<int64_t>(sms) * std::max(perSm, 1));
+    auto const grid =
+        static_cast<unsigned>(std::min<int64_t>(a.rows, static_cast<int64_t>(sms) * std::max(perSm, 1)));
     kernel<<<grid, kBlock, ringBytes, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps,
                                                 stages);
     return cudaGetLastError();

@@ -210,8 +210,8 @@ cudaError_t launchCached(RowsArgs<T> const& a, cudaStream_t stream)
     return cudaGetLastError();
 }
 
-//! The resident grid: at most MinBlocks blocks an SM (the kernel's register cap makes them fit), as many row
-//! groups each (balancedGrid). Host queries only, no stream operation: safe while a CUDA graph is captured.
+//! The resident grid: MinBlocks blocks an SM (the kernel's register cap makes them fit), no more blocks than
+//! row groups. Host queries only, no stream operation: safe while a CUDA graph is captured.
 template <typename T, int N, int Threads, int Packs, bool Streaming>
 cudaError_t launchResidentWith(RowsArgs<T> const& a, cudaStream_t stream)
 {
@@ -228,7 +228,8 @@ cudaError_t launchResidentWith(RowsArgs<T> const& a, cudaStream_t stream)
         return status;
     }
     int64_t const groups = (a.rows + kBlock / Threads - 1) / (kBlock / Threads);
-    unsigned const grid = balancedGrid(groups, static_cast<int64_t>(sms) * kMinBlocks);
+    auto const grid =
+        static_cast<unsigned>(std::min<int64_t>(groups, static_cast<int64_t>(sms) * kMinBlocks));
     rmsNormResident<T, N, Threads, Packs, Streaming, kMinBlocks>
         <<<grid, kBlock, 0, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps);
     return cudaGetLastError();
