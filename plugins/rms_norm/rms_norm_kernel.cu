@@ -1,7 +1,7 @@
 // RMSNorm kernels, the plugin's tactics: rows held in registers (each thread loads its part of a row once,
-// every load in flight together, then reduces and writes from registers: x is read once) by a warp, 64, 128
-// or 256 threads a row; rows walked twice (the sum of squares, then the scaled store, the second read served
-// by L1/L2) by a warp or a block, for rows longer than the registers hold or not 16-byte aligned; and
+// every load in flight together, then reduces and writes from registers: x is read once) by a warp, 64, 128,
+// 256 or 1024 threads a row; rows walked twice (the sum of squares, then the scaled store, the second read
+// served by L1/L2) by a warp or a block, for rows longer than the registers hold or not 16-byte aligned; and
 // resident blocks that walk the rows in registers, the next row's loads in flight during this one's stores.
 #include <algorithm>
 #include <type_traits>
@@ -137,6 +137,58 @@ __global__ void __launch_bounds__(kBlock, MinBlocks)
     }
 }
 
+//! RmsNormLayout::kWideRow: row blockIdx.x held by the block's kRmsNormWideThreads threads, up to `Packs`
+//! packs each (p = thread, thread + kRmsNormWideThreads). One barrier: each warp's partial sum to shared
+//! memory, then every warp sums the partials itself.
+template <typename T, int N, int Packs>
+__global__ void __launch_bounds__(kRmsNormWideThreads)
+    rmsNormWide(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t packs,
+                float invLength, float eps)
+{
+    using P = Pack<T, N>;
+    static_assert(kRmsNormWideThreads == 32 * 32, "a warp sums the partials: one per lane");
+    __shared__ float partial[kRmsNormWideThreads / 32];
+    int const tid = static_cast<int>(threadIdx.x);
+    P const* in = reinterpret_cast<P const*>(x) + static_cast<int64_t>(blockIdx.x) * packs;
+    P v[Packs];
+    float sum = 0.F;
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
+        {
+            v[i] = in[tid + i * kRmsNormWideThreads];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
+        {
+            sum += sumSquares(v[i]);
+        }
+        keepPacked(v[i]);
+    }
+    sum = warpSum(sum);
+    if (tid % 32 == 0)
+    {
+        partial[tid / 32] = sum;
+    }
+    __syncthreads();
+    float const scale = rsqrtf(warpSum(partial[tid % 32]) * invLength + eps);
+    P const* gain = reinterpret_cast<P const*>(weight);
+    P* out = reinterpret_cast<P*>(y) + static_cast<int64_t>(blockIdx.x) * packs;
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        int64_t const p = tid + static_cast<int64_t>(i) * kRmsNormWideThreads;
+        if (p < packs)
+        {
+            storeStreaming(&out[p], scaled(v[i], gain[p], scale));
+        }
+    }
+}
+
 //! `Threads` threads a row (32: a warp, kBlock rows / 32 rows a block; kBlock: the whole block).
 template <typename T, int N, int Threads>
 __global__ void __launch_bounds__(kBlock)
@@ -256,6 +308,24 @@ cudaError_t launchResident(RowsArgs<T> const& a, cudaStream_t stream)
                                  : launchResidentWith<T, N, kBlock, 8, Streaming>(a, stream);
 }
 
+//! kWideRow: a block a row, 1 pack a thread when the row has at most kRmsNormWideThreads packs, else 2.
+template <typename T, int N>
+cudaError_t launchWide(RowsArgs<T> const& a, cudaStream_t stream)
+{
+    auto const grid = static_cast<unsigned>(a.rows);
+    if (a.packs <= kRmsNormWideThreads)
+    {
+        rmsNormWide<T, N, 1>
+            <<<grid, kRmsNormWideThreads, 0, stream>>>(a.x, a.weight, a.y, a.packs, a.invLength, a.eps);
+    }
+    else
+    {
+        rmsNormWide<T, N, kRmsNormWidePacks>
+            <<<grid, kRmsNormWideThreads, 0, stream>>>(a.x, a.weight, a.y, a.packs, a.invLength, a.eps);
+    }
+    return cudaGetLastError();
+}
+
 template <typename T, int N>
 cudaError_t launchPacked(RmsNormLayout layout, void const* x, void const* weight, void* y, int64_t rows,
                          int64_t length, float eps, cudaStream_t stream)
@@ -301,6 +371,8 @@ cudaError_t launchPacked(RmsNormLayout layout, void const* x, void const* weight
                 return launchResident<T, N, false>(a, stream);
             case RmsNormLayout::kResidentStreaming:
                 return launchResident<T, N, true>(a, stream);
+            case RmsNormLayout::kWideRow:
+                return launchWide<T, N>(a, stream);
             case RmsNormLayout::kBulkRing:
                 return rmsNormBulkAvailable() ? launchBulkRing(a, stream)
                                               : launchResident<T, N, false>(a, stream);
