@@ -23,4 +23,23 @@ cudaError_t launchSpin(uint64_t nanoseconds, cudaStream_t stream);
 //! A kernel that does nothing (one warp): graphs of it measure the device's launch latency per graph node.
 cudaError_t launchEmpty(cudaStream_t stream);
 
+// Copy kernels (bench_copy_kernels.cu), beside cudaMemcpyAsync: what a kernel reaches moving `bytes` (a
+// multiple of 16, 16-byte aligned pointers; else cudaErrorInvalidValue).
+
+//! 16-byte loads and stores (evict-first), `unroll` (1, 2, 4 or 8) loads a thread in flight, blocks of 256
+//! threads walking tiles of 4 KiB x unroll grid-stride: `blocksPerSm` resident blocks an SM, or 0 for a block
+//! a tile (no loop).
+cudaError_t launchVectorCopy(void* dst, void const* src, size_t bytes, int blocksPerSm, int unroll,
+                             cudaStream_t stream);
+
+//! sm_90+: resident blocks (as many as the ring's shared memory lets an SM hold), one thread each driving a
+//! ring of `stages` (2-16) shared-memory stages of `chunkBytes` (< 1 MiB): bulk copies (TMA, cp.async.bulk)
+//! global -> shared on an mbarrier, then shared -> global. cudaErrorNotSupported where bulkCopyKernelRuns()
+//! is false.
+cudaError_t launchBulkCopy(void* dst, void const* src, size_t bytes, int stages, size_t chunkBytes,
+                           cudaStream_t stream);
+
+//! The GPU is sm_90+ and this library holds the bulk copy kernel's sm_90 code.
+bool bulkCopyKernelRuns();
+
 }  // namespace bench

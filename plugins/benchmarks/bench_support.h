@@ -278,6 +278,9 @@ struct Options
     double maxSeconds{3.0};
     double rotateBytes{0.0};  // 0: 2 x L2 + 1
     int64_t maxSets{65536};
+    // tpk_bench_copy's copy: "memcpy" (cudaMemcpyAsync), "vector:B:U" (launchVectorCopy, B blocks an SM, 0:
+    // a block a tile; U loads a thread) or "bulk:S:K" (launchBulkCopy, S stages of K KiB).
+    std::string copyKernel{"memcpy"};
 };
 
 inline Options parseOptions(char const* spec)
@@ -297,8 +300,10 @@ inline Options parseOptions(char const* spec)
             o.rotateBytes = parseNumber(value, "rotate_bytes");
         else if (key == "max_sets")
             o.maxSets = parseInteger(value, "max_sets");
+        else if (key == "copy_kernel")
+            o.copyKernel = value;
         else
-            fail("unknown option '", key, "' (spin_us, max_seconds, rotate_bytes, max_sets)");
+            fail("unknown option '", key, "' (spin_us, max_seconds, rotate_bytes, max_sets, copy_kernel)");
     }
     if (o.spinUs < 0 || o.maxSeconds <= 0 || o.rotateBytes < 0 || o.maxSets < 1) fail("option out of range");
     return o;

@@ -240,11 +240,71 @@ void run(std::string const& pluginName, std::string const& fieldsSpec, std::stri
     results[kDefaultTacticUs] = choice.defaultUs;
 }
 
-//! cudaMemcpyAsync device to device of `bytes`, timed as the plugins are: a copy smaller than the rotation
-//! (2 x L2 + 1 by default) rotates over as many source/destination pairs as make it DRAM-cold, as a plugin's
-//! inputs rotate (the 1 GiB roofline is one pair; a case's same-size copy, several).
-void copy(double bytesDouble, int64_t repetitions, Options const& options, double* results)
+//! The first pair's destination holds its source, byte for byte (a copy kernel that skips bytes is no peer).
+void checkCopied(std::vector<std::unique_ptr<DeviceMemory>> const& src,
+                 std::vector<std::unique_ptr<DeviceMemory>> const& dst, size_t bytes)
 {
+    size_t const piece = std::min<size_t>(bytes, size_t{64} << 20);
+    std::vector<uint8_t> from(piece), to(piece);
+    for (size_t offset = 0; offset < bytes; offset += piece)
+    {
+        size_t const n = std::min(piece, bytes - offset);
+        cudaOk(cudaMemcpy(from.data(), static_cast<char const*>(src[0]->ptr) + offset, n,
+                          cudaMemcpyDeviceToHost),
+               "read copy source");
+        cudaOk(
+            cudaMemcpy(to.data(), static_cast<char const*>(dst[0]->ptr) + offset, n, cudaMemcpyDeviceToHost),
+            "read copy destination");
+        if (std::memcmp(from.data(), to.data(), n) != 0)
+            fail("the copy differs from its source in bytes ", offset, " to ", offset + n);
+    }
+}
+
+//! The copy options.copyKernel names (bench_support.h's Options) as a launch of `bytes` from src to dst,
+//! and its description.
+std::pair<std::function<cudaError_t(void*, void const*, size_t, cudaStream_t)>, std::string> copyLauncher(
+    std::string const& spec)
+{
+    std::vector<std::string> const parts = split(spec, ':');
+    if (spec == "memcpy")
+        return {[](void* dst, void const* src, size_t bytes, cudaStream_t stream)
+                { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream); },
+                "cudaMemcpyAsync device to device"};
+    if (parts.size() == 3 && parts[0] == "vector")
+    {
+        auto const blocks = static_cast<int>(parseInteger(parts[1], "vector copy's blocks an SM"));
+        auto const unroll = static_cast<int>(parseInteger(parts[2], "vector copy's loads a thread"));
+        if (blocks < 0 || blocks > 64) fail("vector copy's blocks an SM must be 0 to 64, got ", blocks);
+        if (unroll != 1 && unroll != 2 && unroll != 4 && unroll != 8)
+            fail("vector copy's loads a thread must be 1, 2, 4 or 8, got ", unroll);
+        return {[blocks, unroll](void* dst, void const* src, size_t bytes, cudaStream_t stream)
+                { return bench::launchVectorCopy(dst, src, bytes, blocks, unroll, stream); },
+                "128-bit vector copy kernel, " + std::to_string(unroll) + " loads a thread, " +
+                    (blocks ? "at most " + std::to_string(blocks) + " resident blocks of 256 an SM"
+                            : "a block a tile")};
+    }
+    if (parts.size() == 3 && parts[0] == "bulk")
+    {
+        auto const stages = static_cast<int>(parseInteger(parts[1], "bulk copy's stages"));
+        auto const kib = static_cast<size_t>(parseInteger(parts[2], "bulk copy's KiB a stage"));
+        if (!bench::bulkCopyKernelRuns())
+            fail("the bulk copy (TMA) kernel needs sm_90+ and this build's sm_90 code");
+        return {
+            [stages, kib](void* dst, void const* src, size_t bytes, cudaStream_t stream)
+            { return bench::launchBulkCopy(dst, src, bytes, stages, kib * 1024, stream); },
+            "TMA bulk copy ring, " + std::to_string(stages) + " stages of " + std::to_string(kib) + " KiB"};
+    }
+    fail("copy_kernel '", spec, "' is not memcpy, vector:BLOCKS_PER_SM:LOADS or bulk:STAGES:KIB");
+}
+
+//! A device-to-device copy of `bytes` (options.copyKernel's: cudaMemcpyAsync by default), timed as the
+//! plugins are: a copy smaller than the rotation (2 x L2 + 1 by default) rotates over as many
+//! source/destination pairs as make it DRAM-cold, as a plugin's inputs rotate (the 1 GiB roofline is one
+//! pair; a case's same-size copy, several). The first copy of each pair is checked byte for byte. Returns the
+//! copy's description.
+std::string copy(double bytesDouble, int64_t repetitions, Options const& options, double* results)
+{
+    auto const [copyBytes, description] = copyLauncher(options.copyKernel);
     if (!(bytesDouble >= 1.0)) fail("copy bytes must be >= 1");
     if (repetitions < 1) fail("repetitions must be >= 1");
     size_t const bytes = static_cast<size_t>(bytesDouble);
@@ -264,11 +324,11 @@ void copy(double bytesDouble, int64_t repetitions, Options const& options, doubl
     auto const launch = [&](int64_t r, char const* what)
     {
         size_t const i = static_cast<size_t>(r) % pairs;
-        cudaOk(cudaMemcpyAsync(dst[i]->ptr, src[i]->ptr, bytes, cudaMemcpyDeviceToDevice, stream.stream),
-               what);
+        cudaOk(copyBytes(dst[i]->ptr, src[i]->ptr, bytes, stream.stream), what);
     };
     for (int64_t r = 0; r < static_cast<int64_t>(std::max<size_t>(3, pairs)); ++r) launch(r, "warm-up copy");
     cudaOk(cudaStreamSynchronize(stream.stream), "warm-up copy");
+    checkCopied(src, dst, bytes);
     uint64_t const spinNs = static_cast<uint64_t>(options.spinUs * 1000.0);
     Events events(static_cast<size_t>(repetitions));
     for (int64_t r = 0; r < repetitions; ++r)
@@ -289,6 +349,7 @@ void copy(double bytesDouble, int64_t repetitions, Options const& options, doubl
     results[kL2Bytes] = deviceL2Bytes();
     results[kGraphs] = 0;
     results[kRotationBytes] = static_cast<double>(pairs) * static_cast<double>(bytes);
+    return description;
 }
 
 void checkResults(double* results, int resultsLength)
@@ -434,8 +495,7 @@ extern "C"
                        [&](std::string& text)
                        {
                            checkResults(results, resultsLength);
-                           copy(bytes, repetitions, parseOptions(options), results);
-                           text = "cudaMemcpyAsync device to device";
+                           text = copy(bytes, repetitions, parseOptions(options), results);
                        });
     }
 }

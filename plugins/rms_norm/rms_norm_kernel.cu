@@ -1,199 +1,19 @@
 // RMSNorm kernels, the plugin's tactics: rows held in registers (each thread loads its part of a row once,
-// every load in flight together, then reduces and writes from registers: x is read once) by a warp, 64, 128
-// or 256 threads a row; rows walked twice (the sum of squares, then the scaled store, the second read served
-// by L1/L2) by a warp or a block, for rows longer than the registers hold or not 16-byte aligned; and
+// every load in flight together, then reduces and writes from registers: x is read once) by a warp, 64, 128,
+// 256 or 1024 threads a row; rows walked twice (the sum of squares, then the scaled store, the second read
+// served by L1/L2) by a warp or a block, for rows longer than the registers hold or not 16-byte aligned; and
 // resident blocks that walk the rows in registers, the next row's loads in flight during this one's stores.
 #include <algorithm>
 #include <type_traits>
 
-#include "../common/cuda_utils.cuh"
+#include "rms_norm_device.cuh"
 #include "rms_norm_kernel.h"
 
 namespace trt_plugin_kit
 {
 namespace
 {
-constexpr int kBlock = 256;
-
-//! N elements of T moved as one access (16 bytes when N = 16 / sizeof(T), else element by element).
-template <typename T, int N>
-struct alignas(sizeof(T) * N) Pack
-{
-    T v[N];
-};
-
-//! Streaming store (y is not read again here: keep the cache for x): 128-bit when the pack is 16 bytes.
-template <typename P>
-__device__ __forceinline__ void storeStreaming(P* at, P const& value)
-{
-    if constexpr (sizeof(P) == 16)
-    {
-        __stcs(reinterpret_cast<uint4*>(at), *reinterpret_cast<uint4 const*>(&value));
-    }
-    else
-    {
-        *at = value;
-    }
-}
-
-__device__ __forceinline__ float warpSum(float v)
-{
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-    {
-        v += __shfl_xor_sync(0xffffffffU, v, offset);
-    }
-    return v;
-}
-
-//! Sum over the `Threads` threads of one row (a warp, or kBlock / Threads rows a block); every thread of the
-//! row gets its row's total. Every thread of the block must call it (a barrier when Threads > 32). A kernel
-//! that sums again alternates `parity` (0, 1): the next call's partials then never overwrite ones a slower
-//! warp of this call still reads.
-template <int Threads>
-__device__ __forceinline__ float rowSum(float v, int parity)
-{
-    v = warpSum(v);
-    if constexpr (Threads == 32)
-    {
-        return v;
-    }
-    else
-    {
-        constexpr int kWarps = Threads / 32;
-        __shared__ float partials[2][kBlock / 32];
-        float* partial = partials[parity];
-        int const warp = static_cast<int>(threadIdx.x) / 32;
-        if (threadIdx.x % 32 == 0)
-        {
-            partial[warp] = v;
-        }
-        __syncthreads();
-        int const first = warp / kWarps * kWarps;
-        float total = 0.F;
-#pragma unroll
-        for (int w = 0; w < kWarps; ++w)
-        {
-            total += partial[first + w];
-        }
-        return total;
-    }
-}
-
-//! The pack's N elements as floats: FP16 and BF16 two at a time (one packed conversion a pair).
-template <typename T, int N>
-__device__ __forceinline__ void unpack(Pack<T, N> const& p, float (&f)[N])
-{
-    if constexpr (N % 2 == 0 && std::is_same_v<T, __half>)
-    {
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k)
-        {
-            float2 const two = __half22float2(reinterpret_cast<__half2 const*>(p.v)[k]);
-            f[2 * k] = two.x;
-            f[2 * k + 1] = two.y;
-        }
-    }
-    else if constexpr (N % 2 == 0 && std::is_same_v<T, __nv_bfloat16>)
-    {
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k)
-        {
-            float2 const two = __bfloat1622float2(reinterpret_cast<__nv_bfloat162 const*>(p.v)[k]);
-            f[2 * k] = two.x;
-            f[2 * k + 1] = two.y;
-        }
-    }
-    else
-    {
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-        {
-            f[k] = toFloat(p.v[k]);
-        }
-    }
-}
-
-//! x * scale * gain rounded once to T, two elements a conversion for FP16 and BF16.
-template <typename T, int N>
-__device__ __forceinline__ Pack<T, N> scaled(Pack<T, N> const& x, Pack<T, N> const& gain, float scale)
-{
-    float fx[N], fg[N];
-    unpack(x, fx);
-    unpack(gain, fg);
-    Pack<T, N> out;
-    if constexpr (N % 2 == 0 && std::is_same_v<T, __half>)
-    {
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k)
-        {
-            reinterpret_cast<__half2*>(out.v)[k] =
-                __floats2half2_rn(fx[2 * k] * scale * fg[2 * k], fx[2 * k + 1] * scale * fg[2 * k + 1]);
-        }
-    }
-    else if constexpr (N % 2 == 0 && std::is_same_v<T, __nv_bfloat16>)
-    {
-#pragma unroll
-        for (int k = 0; k < N / 2; ++k)
-        {
-            reinterpret_cast<__nv_bfloat162*>(out.v)[k] =
-                __floats2bfloat162_rn(fx[2 * k] * scale * fg[2 * k], fx[2 * k + 1] * scale * fg[2 * k + 1]);
-        }
-    }
-    else
-    {
-#pragma unroll
-        for (int k = 0; k < N; ++k)
-        {
-            out.v[k] = fromFloat<T>(fx[k] * scale * fg[k]);
-        }
-    }
-    return out;
-}
-
-//! Sum of the squares of a pack's elements, in FP32.
-template <typename T, int N>
-__device__ __forceinline__ float sumSquares(Pack<T, N> const& p)
-{
-    float f[N];
-    unpack(p, f);
-    float sum = 0.F;
-#pragma unroll
-    for (int k = 0; k < N; ++k)
-    {
-        sum += f[k] * f[k];
-    }
-    return sum;
-}
-
-//! Keeps a 16-byte pack as it was loaded (packed FP16/BF16) across the reduction: without this the compiler
-//! kept the 64 floats a BF16 thread's 8 packs widen to (92 registers, 2 blocks an SM, BF16 14 % slower than
-//! FP16 on the H200) instead of widening them again for the store.
-template <typename P>
-__device__ __forceinline__ void keepPacked(P& p)
-{
-    if constexpr (sizeof(P) == 16)
-    {
-        auto& words = reinterpret_cast<uint4&>(p);
-        asm volatile("" : "+r"(words.x), "+r"(words.y), "+r"(words.z), "+r"(words.w));
-    }
-}
-
-//! A 16-byte pack loaded evict-first (`Streaming`: read once) or through the read-only cache.
-template <bool Streaming, typename P>
-__device__ __forceinline__ P loadPack(P const* at)
-{
-    if constexpr (Streaming && sizeof(P) == 16)
-    {
-        P out;
-        reinterpret_cast<uint4&>(out) = __ldcs(reinterpret_cast<uint4 const*>(at));
-        return out;
-    }
-    else
-    {
-        return *at;
-    }
-}
+using namespace rms_norm_detail;
 
 //! Rows held in registers: `Threads` threads a row, each holding up to `Packs` packs of N elements (lane,
 //! lane + Threads, ...). Every thread of the block reaches the barrier of rowSum; a row past the end loads
@@ -317,6 +137,58 @@ __global__ void __launch_bounds__(kBlock, MinBlocks)
     }
 }
 
+//! RmsNormLayout::kWideRow: row blockIdx.x held by the block's kRmsNormWideThreads threads, up to `Packs`
+//! packs each (p = thread, thread + kRmsNormWideThreads). One barrier: each warp's partial sum to shared
+//! memory, then every warp sums the partials itself.
+template <typename T, int N, int Packs>
+__global__ void __launch_bounds__(kRmsNormWideThreads)
+    rmsNormWide(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t packs,
+                float invLength, float eps)
+{
+    using P = Pack<T, N>;
+    static_assert(kRmsNormWideThreads == 32 * 32, "a warp sums the partials: one per lane");
+    __shared__ float partial[kRmsNormWideThreads / 32];
+    int const tid = static_cast<int>(threadIdx.x);
+    P const* in = reinterpret_cast<P const*>(x) + static_cast<int64_t>(blockIdx.x) * packs;
+    P v[Packs];
+    float sum = 0.F;
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
+        {
+            v[i] = in[tid + i * kRmsNormWideThreads];
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
+        {
+            sum += sumSquares(v[i]);
+        }
+        keepPacked(v[i]);
+    }
+    sum = warpSum(sum);
+    if (tid % 32 == 0)
+    {
+        partial[tid / 32] = sum;
+    }
+    __syncthreads();
+    float const scale = rsqrtf(warpSum(partial[tid % 32]) * invLength + eps);
+    P const* gain = reinterpret_cast<P const*>(weight);
+    P* out = reinterpret_cast<P*>(y) + static_cast<int64_t>(blockIdx.x) * packs;
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        int64_t const p = tid + static_cast<int64_t>(i) * kRmsNormWideThreads;
+        if (p < packs)
+        {
+            storeStreaming(&out[p], scaled(v[i], gain[p], scale));
+        }
+    }
+}
+
 //! `Threads` threads a row (32: a warp, kBlock rows / 32 rows a block; kBlock: the whole block).
 template <typename T, int N, int Threads>
 __global__ void __launch_bounds__(kBlock)
@@ -360,19 +232,6 @@ __global__ void __launch_bounds__(kBlock)
         storeStreaming(&out[p], o);
     }
 }
-
-//! The kernels' arguments, one row of x and y viewed as `packs` packs of N elements.
-template <typename T>
-struct RowsArgs
-{
-    T const* x;
-    T const* weight;
-    T* y;
-    int64_t rows;
-    int64_t packs;
-    float invLength;
-    float eps;
-};
 
 //! Registers a thread reserves for its share of a row: 2, 4 or 8 packs (fewer registers, more blocks an SM).
 constexpr int packsToHold(int64_t packs, int threads)
@@ -449,6 +308,24 @@ cudaError_t launchResident(RowsArgs<T> const& a, cudaStream_t stream)
                                  : launchResidentWith<T, N, kBlock, 8, Streaming>(a, stream);
 }
 
+//! kWideRow: a block a row, 1 pack a thread when the row has at most kRmsNormWideThreads packs, else 2.
+template <typename T, int N>
+cudaError_t launchWide(RowsArgs<T> const& a, cudaStream_t stream)
+{
+    auto const grid = static_cast<unsigned>(a.rows);
+    if (a.packs <= kRmsNormWideThreads)
+    {
+        rmsNormWide<T, N, 1>
+            <<<grid, kRmsNormWideThreads, 0, stream>>>(a.x, a.weight, a.y, a.packs, a.invLength, a.eps);
+    }
+    else
+    {
+        rmsNormWide<T, N, kRmsNormWidePacks>
+            <<<grid, kRmsNormWideThreads, 0, stream>>>(a.x, a.weight, a.y, a.packs, a.invLength, a.eps);
+    }
+    return cudaGetLastError();
+}
+
 template <typename T, int N>
 cudaError_t launchPacked(RmsNormLayout layout, void const* x, void const* weight, void* y, int64_t rows,
                          int64_t length, float eps, cudaStream_t stream)
@@ -494,6 +371,11 @@ cudaError_t launchPacked(RmsNormLayout layout, void const* x, void const* weight
                 return launchResident<T, N, false>(a, stream);
             case RmsNormLayout::kResidentStreaming:
                 return launchResident<T, N, true>(a, stream);
+            case RmsNormLayout::kWideRow:
+                return launchWide<T, N>(a, stream);
+            case RmsNormLayout::kBulkRing:
+                return rmsNormBulkAvailable() ? launchBulkRing(a, stream)
+                                              : launchResident<T, N, false>(a, stream);
             default:
                 return cudaErrorInvalidValue;
         }

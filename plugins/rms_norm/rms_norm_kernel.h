@@ -25,7 +25,20 @@ enum class RmsNormLayout : int32_t
     // no tail of partly full waves.
     kResident = 6,
     kResidentStreaming = 7,  // the same, x loaded evict-first (__ldcs: it is read once)
+    // A row a block of 1024 threads, 1 or 2 packs a thread: the finest work a row allows (the copy that was
+    // fastest at every RMSNorm size on the H200 moves one pack a thread, a block a tile), a warp's loads
+    // few, so that many rows are in flight an SM (two blocks, 2,048 threads).
+    kWideRow = 8,
+    // sm_90+ (rmsNormBulkAvailable()): resident blocks of 256 threads keep their next 3-4 rows in flight in a
+    // ring of shared-memory stages that the bulk copy engine fills (cp.async.bulk, an mbarrier a stage),
+    // reduce each row from there and store it from registers (rms_norm_bulk.cu). Elsewhere: kResident.
+    // Last: the tactics every GPU has come first.
+    kBulkRing = 9,
 };
+
+//! kWideRow's threads a row (a block) and the packs each holds at most.
+constexpr int kRmsNormWideThreads = 1024;
+constexpr int kRmsNormWidePacks = 2;
 
 //! 16-byte packs a thread of a cached layout holds in registers at most (32 registers); the kernels reserve
 //! only as many as the row needs (2, 4 or 8).
@@ -52,6 +65,8 @@ constexpr int64_t threadsPerRow(RmsNormLayout layout)
             return 64;
         case RmsNormLayout::k128Cached:
             return 128;
+        case RmsNormLayout::kWideRow:
+            return kRmsNormWideThreads;
         default:  // a block's layouts; the resident ones at most (their rows' threads vary with the length)
             return 256;
     }
@@ -60,14 +75,20 @@ constexpr int64_t threadsPerRow(RmsNormLayout layout)
 //! The longest row (elements) a cached layout holds, for elements of `elementBytes` (4 or 2).
 constexpr int64_t rmsNormCachedLength(RmsNormLayout layout, int64_t elementBytes)
 {
-    return kRmsNormCachedPacks * threadsPerRow(layout) * (16 / elementBytes);
+    int64_t const packs = layout == RmsNormLayout::kWideRow ? kRmsNormWidePacks : kRmsNormCachedPacks;
+    return packs * threadsPerRow(layout) * (16 / elementBytes);
 }
 
-//! FP32, FP16 and BF16 (x, weight and y of one type), FP32 accumulation. 128-bit accesses when length is a
+//! FP32, FP16 and BF16 (x, weight and y of one type), FP32 accumulation. kBulkRing where it does not run
+//! (rmsNormBulkAvailable()) runs kResident. 128-bit accesses when length is a
 //! multiple of 16 bytes' worth of elements and the three pointers are 16-byte aligned; otherwise element by
 //! element with the two-pass layout of as many threads (a cached layout needs the packs). A cached layout
 //! with a row longer than rmsNormCachedLength returns cudaErrorInvalidValue (the plugin plans around it).
 //! Returns the launch status; allocates nothing and never synchronizes.
+//! Whether RmsNormLayout::kBulkRing runs on the current GPU: sm_90 or newer, and this library holds its sm_90
+//! code (a build for older GPUs only does not). Host queries only; false without a GPU.
+bool rmsNormBulkAvailable();
+
 cudaError_t launchRmsNorm(ElementType type, RmsNormLayout layout, void const* x, void const* weight, void* y,
                           int64_t rows, int64_t length, float eps, cudaStream_t stream);
 

@@ -12,8 +12,8 @@ using namespace nvinfer1;
 namespace
 {
 constexpr int32_t kMaxRank = 8;
-// Tactic t >= 1 runs layout t - 1 (rms_norm_kernel.h's order).
-constexpr int32_t kLayouts = static_cast<int32_t>(RmsNormLayout::kResidentStreaming) + 1;
+// Tactic t >= 1 runs layout t - 1 (rms_norm_kernel.h's order); the last, kBulkRing, only where it runs.
+constexpr int32_t kEveryGpuLayouts = static_cast<int32_t>(RmsNormLayout::kWideRow) + 1;
 
 bool isFloat(DataType type)
 {
@@ -88,9 +88,10 @@ void RmsNormPlugin::shapeChanged(PluginTensorDesc const* in, PluginTensorDesc co
     mElementBytes = in[0].type == DataType::kFLOAT ? 4 : 2;
 }
 
+// sm_90's bulk-copy ring is offered only on a GPU that runs it (an engine is built for the GPU it runs on).
 int32_t RmsNormPlugin::nbTactics() const
 {
-    return kLayouts;
+    return kEveryGpuLayouts + (rmsNormBulkAvailable() ? 1 : 0);
 }
 
 // The tactic's layout; a cached or resident one whose registers cannot hold the row runs the two-pass layout

@@ -1,8 +1,9 @@
 // RmsNormLastAxis: y = x * rsqrt(mean(x^2 over the last axis) + eps) * weight (RMSNorm of LLaMA & co.).
 // Inputs x (rank 1 to 8) and weight ([H], x's type); FP32, FP16, BF16; FP32 accumulation. Field: eps.
-// Eight tactics, timed by TensorRT on the build GPU (rms_norm_kernel.h's layouts): the row held in registers
-// by 32, 64, 128 or 256 threads, walked twice by a warp or a block, or held by resident blocks that walk
-// the rows (x's loads plain or evict-first).
+// Nine tactics, ten on sm_90+, timed by TensorRT on the build GPU (rms_norm_kernel.h's layouts): the row
+// held in registers by 32, 64, 128, 256 or 1024 threads, walked twice by a warp or a block, held by resident
+// blocks that walk the rows (x's loads plain or evict-first), or (sm_90+) staged by the bulk copy engine in
+// a ring of shared-memory stages.
 #pragma once
 
 #include <array>

@@ -301,7 +301,12 @@ class StandInLibrary:
         }
 
     def copy(self, nbytes, repetitions, options):
-        return self._stats(2 * nbytes / (3.0e6))  # a made-up 3.0 TB/s copy
+        # a made-up 3.0 TB/s cudaMemcpyAsync, 3.3 TB/s for the resident vector copy; no bulk copy (sm_75)
+        kernel = dict(o.split("=", 1) for o in options.split(";") if o).get("copy_kernel", "memcpy")
+        if kernel.startswith("bulk:"):
+            raise BenchError("the bulk copy (TMA) kernel needs sm_90+ and this build's sm_90 code")
+        tb_per_s = 3.3 if kernel == "vector:8:4" else 3.0
+        return self._stats(2 * nbytes / (tb_per_s * 1e6)) | {"method": kernel}
 
     def chain(self, spec, repetitions, options):
         self.calls.append((spec, repetitions, options))
@@ -345,6 +350,13 @@ def test_measure_flow_with_a_stand_in_library(tmp_path, monkeypatch):
     l2 = next(c for c in report["cases"] if c["id"] == "l2normalize/fp32/65536x1024")
     assert math.isclose(l2["plugin_result"]["pct_copy"], 2500.0 / 3000.0 * 100.0, rel_tol=1e-6)
     assert l2["peers"][0]["error"] == "--no-torch"
+    # the copies of its size: cudaMemcpyAsync, every copy kernel (the bulk ones refused here), the best named
+    assert l2["same_size_copy"]["kernel"] == "memcpy"
+    assert [c["kernel"] for c in l2["same_size_copy_kernels"]] == list(cli.SAME_SIZE_COPY_KERNELS)
+    assert all("sm_90" in c["error"] for c in l2["same_size_copy_kernels"] if c["kernel"].startswith("bulk:"))
+    best = l2["best_same_size_copy"]
+    assert best["kernel"] == "vector:8:4"
+    assert math.isclose(best["plugin_pct"], 2500.0 / 3300.0 * 100.0, rel_tol=1e-6)
     statuses = {(t["case"], t["metric"]): t for t in report["targets"]}
     assert statuses[("l2normalize/fp32/65536x1024", "pct_copy")]["status"] == "FAIL"  # 83.3% < 85%
     assert statuses[("prelu/fp16/256x64x112x112", "pct_copy")]["status"] == "FAIL"  # 83.3% < 90%
@@ -355,6 +367,7 @@ def test_measure_flow_with_a_stand_in_library(tmp_path, monkeypatch):
     assert statuses[("mnist/b1/prelu/fp32/1x500", "median_us")]["status"] == "PASS"
     md = (out / "benchmark.md").read_text()
     assert "## Targets:" in md and "| **plugin** |" in md and "our FP32 Pool" in md
+    assert "| best same-size copy |" in md and "| `vector:8:4` |" in md and "**3,300**" in md
     assert report["summary"]["targets"]["PASS"] >= 3
     assert report["summary"]["errors"] == 0 and report["summary"]["targets"]["FAIL"] >= 1
     # the LeNet chain of --quick: plugin timings and the floor recorded, PyTorch's side not measured

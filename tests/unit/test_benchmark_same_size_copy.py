@@ -9,7 +9,7 @@ import json
 from types import SimpleNamespace
 
 from trt_plugin_kit.benchmarks.cases import build_cases
-from trt_plugin_kit.benchmarks.cli import case_record, measure_same_size_copy
+from trt_plugin_kit.benchmarks.cli import SAME_SIZE_COPY_KERNELS, case_record, measure_same_size_copy
 from trt_plugin_kit.benchmarks.library import BenchError
 from trt_plugin_kit.benchmarks.report import markdown
 from trt_plugin_kit.interface import REPO_ROOT
@@ -19,17 +19,20 @@ ARGS = SimpleNamespace(repetitions=200)
 
 
 class CopyOnly:
-    """Answers tpk_bench_copy as a GPU copying at 2,000 GB/s would (or fails), and notes what it was asked."""
+    """Answers tpk_bench_copy as a GPU copying at 2,000 GB/s would (vector:0:1 at 2,200; or fails), and notes
+    what it was asked."""
 
     def __init__(self, fail: bool = False):
-        self.asked: list[int] = []
+        self.asked: list[tuple[int, str]] = []
         self.fail = fail
 
     def copy(self, nbytes: int, repetitions: int, options: str) -> dict:
-        self.asked.append(nbytes)
+        kernel = options.rpartition("copy_kernel=")[2]
+        self.asked.append((nbytes, kernel))
         if self.fail:
             raise BenchError("no device")
-        return {"median_us": 2 * nbytes / 2000e9 * 1e6, "p10_us": None, "p90_us": None}
+        gb_per_s = 2200e9 if kernel == "vector:0:1" else 2000e9
+        return {"median_us": 2 * nbytes / gb_per_s * 1e6, "p10_us": None, "p90_us": None}
 
 
 def rms_case(case_id: str):
@@ -42,11 +45,15 @@ def test_a_roofline_case_gets_a_copy_of_half_its_bytes_moved():
     rec["plugin_result"] = {"median_us": 40.0, "gb_per_s": case.bytes_moved / 40e-6 / 1e9}
     lib = CopyOnly()
     line = measure_same_size_copy(lib, case, rec, ARGS, "", copy_gbps=4000.0)
-    assert lib.asked == [case.bytes_moved // 2 // 256 * 256]
+    half = case.bytes_moved // 2 // 256 * 256
+    assert lib.asked == [(half, "memcpy")] + [(half, k) for k in SAME_SIZE_COPY_KERNELS]
     copy = rec["same_size_copy"]
     assert abs(copy["gb_per_s"] - 2000.0) < 1.0 and abs(copy["pct_copy"] - 50.0) < 0.1
     assert abs(copy["plugin_pct"] - 100.0 * rec["plugin_result"]["gb_per_s"] / copy["gb_per_s"]) < 1e-9
-    assert "same-size copy" in line
+    best = rec["best_same_size_copy"]  # the fastest of cudaMemcpyAsync and the kernels
+    assert best["kernel"] == "vector:0:1" and abs(best["gb_per_s"] - 2200.0) < 1.0
+    assert abs(best["plugin_pct"] - 100.0 * rec["plugin_result"]["gb_per_s"] / 2200.0) < 1e-6
+    assert "same-size copy" in line and "best same-size copy vector:0:1" in line
 
 
 def test_a_case_without_a_copy_target_or_result_gets_none():
@@ -67,21 +74,32 @@ def test_a_failed_copy_is_recorded_with_its_reason():
     rec["plugin_result"] = {"median_us": 70.0, "gb_per_s": 3800.0}
     line = measure_same_size_copy(CopyOnly(fail=True), case, rec, ARGS, "", 4000.0)
     assert rec["same_size_copy"]["error"] == "no device" and "ERROR no device" in line
+    assert all(c["error"] == "no device" for c in rec["same_size_copy_kernels"])
+    assert rec["best_same_size_copy"] is None
 
 
 def test_the_h200_record_tabulates_each_roofline_case_beside_its_copy():
     report = json.loads(RECORD.read_text())
     text = markdown(report)
     section = text.split("## Copy bandwidth at each case's size", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    summary, every_copy = section.split("Every same-size copy", 1)
+    rows = [line for line in summary.splitlines() if line.startswith("| `")]
     with_copy = [c for c in report["cases"] if c.get("same_size_copy")]
     assert [row.split("`")[1] for row in rows] == [c["id"] for c in with_copy]
     assert {c["id"].split("/")[0] for c in with_copy} == {"rms_norm"}  # the serving sizes have none
     for row, c in zip(rows, with_copy, strict=True):
-        copy = c["same_size_copy"]
+        copy, best = c["same_size_copy"], c["best_same_size_copy"]
         cells = [cell.strip() for cell in row.split("|")[1:-1]]
-        assert cells[5] == f"{copy['gb_per_s']:,.0f}" and cells[6] == f"{copy['pct_copy']:,.1f}%"
+        assert cells[4] == f"{copy['median_us']:,.2f}" and cells[5] == f"{copy['pct_copy']:,.1f}%"
         assert cells[3] in ("PASS", "FAIL")
+        # the best same-size copy is the fastest of all timed, cudaMemcpyAsync among them
+        timed = [copy, *c["same_size_copy_kernels"]]
+        assert best["gb_per_s"] == max(t.get("gb_per_s") or 0 for t in timed)
+        assert cells[7] == f"`{best['kernel']}`" and cells[9] == f"{best['pct_copy']:,.1f}%"
+    # and every copy's GB/s, one row a case
+    assert [line.split("`")[1] for line in every_copy.splitlines() if line.startswith("| `")] == [
+        c["id"] for c in with_copy
+    ]
 
 
 def test_a_record_without_same_size_copies_has_no_such_section():

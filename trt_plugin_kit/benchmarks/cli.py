@@ -340,6 +340,8 @@ def case_record(case) -> dict:
         "note": case.note,
         "plugin_result": None,
         "same_size_copy": None,
+        "same_size_copy_kernels": [],
+        "best_same_size_copy": None,
         "peers": [],
         "versus": [],
         "error": None,
@@ -347,27 +349,64 @@ def case_record(case) -> dict:
     }
 
 
+# The copy kernels timed beside cudaMemcpyAsync at each case's size (libplugin_bench.so's copy_kernel option):
+# 128-bit vector copies (vector:B:U), a block a tile (B = 0) of 1, 2, 4 or 8 loads a thread, or a resident
+# grid of 8 blocks an SM, 4 loads a thread, or 4 blocks, 8 loads; and (sm_90+) the TMA bulk-copy ring
+# (bulk:S:K), 8 stages of 16 KiB or 3 of 64 KiB a block. The best of them all, cudaMemcpyAsync included, is
+# the case's "best same-size copy" (on the H200, vector:0:1 at every RMSNorm size: the finest work, the
+# GPU's block scheduler balancing it).
+SAME_SIZE_COPY_KERNELS = (
+    "vector:0:1",
+    "vector:0:2",
+    "vector:0:4",
+    "vector:0:8",
+    "vector:8:4",
+    "vector:4:8",
+    "bulk:8:16",
+    "bulk:3:64",
+)
+
+
 def measure_same_size_copy(lib, case, rec: dict, args, options: str, copy_gbps) -> str:
-    """Beside the 1 GiB roofline, what a cudaMemcpyAsync of a case's own size reaches (half its bytes moved
-    copied: as many read and written), for the cases with a % of copy target: a smaller transfer's launch
-    ramp and tail, which 1 GiB hides, weigh on it as on the plugin. Into rec["same_size_copy"]; the log
+    """Beside the 1 GiB roofline, what a copy of a case's own size reaches (half its bytes moved copied: as
+    many read and written), for the cases with a % of copy target: a smaller transfer's launch ramp and tail,
+    which 1 GiB hides, weigh on it as on the plugin. cudaMemcpyAsync into rec["same_size_copy"], each copy
+    kernel into rec["same_size_copy_kernels"], the fastest of all into rec["best_same_size_copy"]; the log
     line's part."""
     if not rec["plugin_result"] or not any(t.metric == "pct_copy" for t in case.targets):
         return ""
     nbytes = max(256, case.bytes_moved // 2 // 256 * 256)
-    try:
-        copy = derive(lib.copy(nbytes, max(args.repetitions // 4, 50), options), 2 * nbytes, 0, copy_gbps)
-    except BenchError as error:
-        rec["same_size_copy"] = {"bytes": nbytes, "error": str(error)}
-        return f" | same-size copy ERROR {error}"
     mine = rec["plugin_result"].get("gb_per_s")
-    copy["bytes"] = nbytes
-    copy["plugin_pct"] = 100.0 * mine / copy["gb_per_s"] if mine and copy.get("gb_per_s") else None
-    rec["same_size_copy"] = copy
-    return (
-        f" | same-size copy {copy['median_us']:.2f} us ({fmt(copy.get('pct_copy'), 1)}% of the 1 GiB "
-        f"copy's GB/s; plugin at {fmt(copy['plugin_pct'], 1)}% of it)"
+    repetitions = max(args.repetitions // 4, 50)
+
+    def measured(kernel: str) -> dict:
+        try:
+            got = lib.copy(nbytes, repetitions, f"{options};copy_kernel={kernel}")
+        except BenchError as error:
+            return {"kernel": kernel, "bytes": nbytes, "error": str(error)}
+        copy = derive(got, 2 * nbytes, 0, copy_gbps)
+        copy.update(kernel=kernel, bytes=nbytes)
+        copy["plugin_pct"] = 100.0 * mine / copy["gb_per_s"] if mine and copy.get("gb_per_s") else None
+        return copy
+
+    memcpy = measured("memcpy")
+    rec["same_size_copy"] = memcpy
+    rec["same_size_copy_kernels"] = [measured(kernel) for kernel in SAME_SIZE_COPY_KERNELS]
+    timed = [c for c in (memcpy, *rec["same_size_copy_kernels"]) if c.get("gb_per_s")]
+    best = max(timed, key=lambda c: c["gb_per_s"]) if timed else None
+    rec["best_same_size_copy"] = best
+    if memcpy.get("error"):
+        return f" | same-size copy ERROR {memcpy['error']}"
+    line = (
+        f" | same-size copy {memcpy['median_us']:.2f} us ({fmt(memcpy.get('pct_copy'), 1)}% of the 1 GiB "
+        f"copy's GB/s; plugin at {fmt(memcpy['plugin_pct'], 1)}% of it)"
     )
+    if best:
+        line += (
+            f" | best same-size copy {best['kernel']} {best['median_us']:.2f} us "
+            f"({fmt(best.get('pct_copy'), 1)}%; plugin at {fmt(best['plugin_pct'], 1)}% of it)"
+        )
+    return line
 
 
 def measure_case(lib, runner, case, rec: dict, args, options: str, copy_gbps, torch_missing) -> str:

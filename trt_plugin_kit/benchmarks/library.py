@@ -142,9 +142,13 @@ class BenchLibrary:
         )
 
     def copy(self, nbytes: int, repetitions: int, options: str) -> dict:
+        """A device-to-device copy of ``nbytes`` (options' copy_kernel: cudaMemcpyAsync by default), timed;
+        ``method`` says which copy ran."""
         results = self._results()
-        self._call(self.lib.tpk_bench_copy, float(nbytes), repetitions, options.encode(), results, self.count)
-        return self._as_dict(results)
+        text = self._call(
+            self.lib.tpk_bench_copy, float(nbytes), repetitions, options.encode(), results, self.count
+        )
+        return {**self._as_dict(results), "method": text}
 
 
 def parse_tactic_timings(text: str) -> dict[int, float]:

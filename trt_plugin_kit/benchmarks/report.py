@@ -181,9 +181,15 @@ def markdown(report: dict, profiles: dict[str, str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def copy_kernel_name(copy: dict) -> str:
+    """A same-size copy's short name: memcpy, vector:B, bulk:S:K (cli's SAME_SIZE_COPY_KERNELS)."""
+    return copy.get("kernel") or "memcpy"
+
+
 def same_size_copy_markdown(records: list[dict], targets: list[dict]) -> list[str]:
-    """The cases with a % of copy target beside a cudaMemcpyAsync of their own size (cli's
-    measure_same_size_copy): what that size reaches, next to the 1 GiB roofline the target is set against."""
+    """The cases with a % of copy target beside copies of their own size (cli's measure_same_size_copy):
+    cudaMemcpyAsync and the best copy kernel measured, what that size reaches next to the 1 GiB roofline the
+    target is set against; then every copy kernel's GB/s."""
     rows = [r for r in records if r.get("same_size_copy")]
     if not rows:
         return []
@@ -191,27 +197,66 @@ def same_size_copy_markdown(records: list[dict], targets: list[dict]) -> list[st
     lines = [
         "## Copy bandwidth at each case's size",
         "",
-        "The target stays % of the 1 GiB copy. Beside it, a cudaMemcpyAsync of the case's own size (half "
-        "its bytes moved copied, so as many read and written; source and destination pairs rotated past "
-        "2x the L2 cache as the plugin's inputs are), timed the same way in the same run: its launch ramp "
-        "and tail, which 1 GiB hides, show what a transfer of that size reaches on this GPU.",
+        "The target stays % of the 1 GiB copy. Beside it, copies of the case's own size (half its bytes "
+        "moved copied, so as many read and written; source and destination pairs rotated past 2x the L2 "
+        "cache as the plugin's inputs are), timed the same way in the same run: cudaMemcpyAsync, and the "
+        "best of it and the copy kernels (`vector:B:U`: 128-bit loads and stores, U loads a thread in "
+        "flight, at most B resident blocks of 256 an SM, 0 a block a tile; `bulk:S:K`, sm_90+: resident "
+        "blocks, one thread each driving a ring of S shared-memory stages of K KiB, TMA bulk copies "
+        "global -> shared on an mbarrier and shared -> global). Their launch ramp and tail, which 1 GiB "
+        "hides, show what a transfer of that size reaches on this GPU.",
         "",
-        "| case | MB moved | plugin % of the 1 GiB copy | target | same-size copy µs | same-size copy GB/s "
-        "| same-size copy % of the 1 GiB copy | plugin % of the same-size copy |",
-        "|---|---:|---:|---|---:|---:|---:|---:|",
+        "| case | MB moved | plugin % of the 1 GiB copy | target | memcpy µs | memcpy % of the 1 GiB copy "
+        "| plugin % of memcpy | best same-size copy | its µs | its % of the 1 GiB copy | plugin % of it |",
+        "|---|---:|---:|---|---:|---:|---:|---|---:|---:|---:|",
     ]
     for r in rows:
         copy, mine = r["same_size_copy"], r.get("plugin_result") or {}
+        best = r.get("best_same_size_copy") or {}
         head = f"| `{r['id']}` | {r['bytes_moved'] / 1e6:,.0f} |"
         if copy.get("error"):
-            lines.append(f"{head} | | error: {copy['error']} | | | |")
+            lines.append(f"{head} | | error: {copy['error']} | | | | | | |")
             continue
         lines.append(
             f"{head} {fmt(mine.get('pct_copy'), 1, '%')} | {status.get(r['id'], '—')} | "
-            f"{fmt(copy.get('median_us'), 2)} | {fmt(copy.get('gb_per_s'), 0)} | "
-            f"{fmt(copy.get('pct_copy'), 1, '%')} | {fmt(copy.get('plugin_pct'), 1, '%')} |"
+            f"{fmt(copy.get('median_us'), 2)} | {fmt(copy.get('pct_copy'), 1, '%')} | "
+            f"{fmt(copy.get('plugin_pct'), 1, '%')} | {f'`{copy_kernel_name(best)}`' if best else '—'} | "
+            f"{fmt(best.get('median_us'), 2)} | {fmt(best.get('pct_copy'), 1, '%')} | "
+            f"{fmt(best.get('plugin_pct'), 1, '%')} |"
         )
-    return lines + [""]
+    return lines + [""] + copy_kernels_markdown(rows)
+
+
+def copy_kernels_markdown(rows: list[dict]) -> list[str]:
+    """Every same-size copy's GB/s per case (errors named), the fastest in bold."""
+    kernels = [copy_kernel_name(c) for c in rows[0].get("same_size_copy_kernels") or []]
+    if not kernels:
+        return []
+    names = ["memcpy", *kernels]
+    lines = [
+        "Every same-size copy, GB/s (median):",
+        "",
+        "| case | " + " | ".join(f"`{n}`" for n in names) + " |",
+        "|---|" + "---:|" * len(names),
+    ]
+    for r in rows:
+        copies = {copy_kernel_name(c): c for c in [r["same_size_copy"], *r.get("same_size_copy_kernels", [])]}
+        best = copy_kernel_name(r.get("best_same_size_copy") or {}) if r.get("best_same_size_copy") else None
+        cells = []
+        for n in names:
+            c = copies.get(n) or {}
+            text = "error" if c.get("error") else fmt(c.get("gb_per_s"), 0)
+            cells.append(f"**{text}**" if n == best else text)
+        lines.append(f"| `{r['id']}` | " + " | ".join(cells) + " |")
+    errors = sorted(
+        {
+            f"`{copy_kernel_name(c)}`: {c['error']}"
+            for r in rows
+            for c in r.get("same_size_copy_kernels", [])
+            if c.get("error")
+        }
+    )
+    return lines + [""] + ([f"- {e}" for e in errors] + [""] if errors else [])
 
 
 def tactic_margin(result: dict) -> float | None:

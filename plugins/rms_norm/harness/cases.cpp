@@ -68,6 +68,15 @@ void addRmsNormCases(harness::Suite& suite)
         // threads holding 8 packs (FP32 {300, 8192}; FP16/BF16 {300, 12288}) or 4 ({300, 8192}).
         suite.cases.push_back(rmsNormCase(type, {300, 8192}));
         suite.cases.push_back(rmsNormCase(type, {300, 12288}));
+        // The wide rows (tactic 9) and sm_90's bulk-copy ring (tactic 10), each under the sanitizers'
+        // 300,000 elements: long rows, an odd count ({37, 4096}: the ring's 4 packs a thread; {13, 8192}:
+        // FP32's 8, the wide rows' 2); more than 4 rows a ring block, so every stage's mbarrier turns its
+        // phase ({1201, 128}); a length of no 16-byte packs for FP16/BF16 (element-wise) and past both
+        // layouts' rows for FP32 (a block's two passes) ({5, 8196}).
+        suite.cases.push_back(rmsNormCase(type, {37, 4096}));
+        suite.cases.push_back(rmsNormCase(type, {13, 8192}));
+        suite.cases.push_back(rmsNormCase(type, {1201, 128}));
+        suite.cases.push_back(rmsNormCase(type, {5, 8196}));
     }
     DataType const f32 = DataType::kFLOAT;
     suite.shapeErrors.push_back({"RmsNormLastAxis",
