@@ -1,8 +1,9 @@
 // RMSNorm kernels, the plugin's tactics: rows held in registers (each thread loads its part of a row once,
-// every load in flight together, then reduces and writes from registers: x is read once) by a warp, 64, 128,
-// 256 or 1024 threads a row; rows walked twice (the sum of squares, then the scaled store, the second read
-// served by L1/L2) by a warp or a block, for rows longer than the registers hold or not 16-byte aligned; and
-// resident blocks that walk the rows in registers, the next row's loads in flight during this one's stores.
+// every load in flight together, then reduces and writes from registers: x is read once) by a warp, 64, 128
+// or 256 threads a row, or by half as many threads as the row has packs; rows walked twice (the sum of
+// squares, then the scaled store, the second read served by L1/L2) by a warp or a block, for rows longer
+// than the registers hold or not 16-byte aligned; and resident blocks that walk the rows in registers, the
+// next row's loads in flight during this one's stores.
 #include <algorithm>
 #include <type_traits>
 
@@ -137,33 +138,39 @@ __global__ void __launch_bounds__(kBlock, MinBlocks)
     }
 }
 
-//! RmsNormLayout::kWideRow: row blockIdx.x held by the block's kRmsNormWideThreads threads, up to `Packs`
-//! packs each (p = thread, thread + kRmsNormWideThreads). One barrier: each warp's partial sum to shared
-//! memory, then every warp sums the partials itself.
-template <typename T, int N, int Packs>
-__global__ void __launch_bounds__(kRmsNormWideThreads)
-    rmsNormWide(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t packs,
-                float invLength, float eps)
+//! RmsNormLayout::kWideRow (Rows 1) and kWideRowPair (Rows 2): `Rows` rows a block, each held by
+//! blockDim.x / Rows threads (a multiple of 32), up to kRmsNormWidePacks packs each (p = lane, lane + those
+//! threads). One barrier: each warp's partial sum to shared memory, then every warp sums its row's partials
+//! itself. The register cap (2 blocks of 1,024) lets an SM hold 2,048 threads whatever the block's size.
+template <typename T, int N, int Rows>
+__global__ void __launch_bounds__(kRmsNormWideThreads, 2)
+    rmsNormWide(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t rows,
+                int64_t packs, float invLength, float eps)
 {
     using P = Pack<T, N>;
-    static_assert(kRmsNormWideThreads == 32 * 32, "a warp sums the partials: one per lane");
+    constexpr int kPacks = kRmsNormWidePacks;
+    static_assert(kRmsNormWideThreads == 32 * 32, "a warp sums a row's partials: one per lane at most");
     __shared__ float partial[kRmsNormWideThreads / 32];
     int const tid = static_cast<int>(threadIdx.x);
-    P const* in = reinterpret_cast<P const*>(x) + static_cast<int64_t>(blockIdx.x) * packs;
-    P v[Packs];
-    float sum = 0.F;
+    int const rowThreads = static_cast<int>(blockDim.x) / Rows;
+    int const lane = tid % rowThreads;
+    int64_t const row = static_cast<int64_t>(blockIdx.x) * Rows + tid / rowThreads;
+    int64_t const live = row < rows ? packs : 0;  // packs this thread's row has (none past the end)
+    P const* in = reinterpret_cast<P const*>(x) + row * packs;
+    P v[kPacks];
 #pragma unroll
-    for (int i = 0; i < Packs; ++i)
+    for (int i = 0; i < kPacks; ++i)
     {
-        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
+        if (lane + static_cast<int64_t>(i) * rowThreads < live)
         {
-            v[i] = in[tid + i * kRmsNormWideThreads];
+            v[i] = in[lane + i * rowThreads];
         }
     }
+    float sum = 0.F;
 #pragma unroll
-    for (int i = 0; i < Packs; ++i)
+    for (int i = 0; i < kPacks; ++i)
     {
-        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
+        if (lane + static_cast<int64_t>(i) * rowThreads < live)
         {
             sum += sumSquares(v[i]);
         }
@@ -175,14 +182,17 @@ __global__ void __launch_bounds__(kRmsNormWideThreads)
         partial[tid / 32] = sum;
     }
     __syncthreads();
-    float const scale = rsqrtf(warpSum(partial[tid % 32]) * invLength + eps);
+    int const rowWarps = rowThreads / 32;
+    int const firstWarp = tid / rowThreads * rowWarps;
+    float const mine = tid % 32 < rowWarps ? partial[firstWarp + tid % 32] : 0.F;
+    float const scale = rsqrtf(warpSum(mine) * invLength + eps);
     P const* gain = reinterpret_cast<P const*>(weight);
-    P* out = reinterpret_cast<P*>(y) + static_cast<int64_t>(blockIdx.x) * packs;
+    P* out = reinterpret_cast<P*>(y) + row * packs;
 #pragma unroll
-    for (int i = 0; i < Packs; ++i)
+    for (int i = 0; i < kPacks; ++i)
     {
-        int64_t const p = tid + static_cast<int64_t>(i) * kRmsNormWideThreads;
-        if (p < packs)
+        int64_t const p = lane + static_cast<int64_t>(i) * rowThreads;
+        if (p < live)
         {
             storeStreaming(&out[p], scaled(v[i], gain[p], scale));
         }
@@ -308,21 +318,18 @@ cudaError_t launchResident(RowsArgs<T> const& a, cudaStream_t stream)
                                  : launchResidentWith<T, N, kBlock, 8, Streaming>(a, stream);
 }
 
-//! kWideRow: a block a row, 1 pack a thread when the row has at most kRmsNormWideThreads packs, else 2.
+//! kWideRow / kWideRowPair: packs / 2 threads a row (a warp's multiple, at most kRmsNormWideThreads), one row
+//! a block, or two (`pair`) where the two fit a block.
 template <typename T, int N>
-cudaError_t launchWide(RowsArgs<T> const& a, cudaStream_t stream)
+cudaError_t launchWide(RowsArgs<T> const& a, bool pair, cudaStream_t stream)
 {
-    auto const grid = static_cast<unsigned>(a.rows);
-    if (a.packs <= kRmsNormWideThreads)
-    {
-        rmsNormWide<T, N, 1>
-            <<<grid, kRmsNormWideThreads, 0, stream>>>(a.x, a.weight, a.y, a.packs, a.invLength, a.eps);
-    }
-    else
-    {
-        rmsNormWide<T, N, kRmsNormWidePacks>
-            <<<grid, kRmsNormWideThreads, 0, stream>>>(a.x, a.weight, a.y, a.packs, a.invLength, a.eps);
-    }
+    int64_t const rowThreads = std::min<int64_t>(
+        kRmsNormWideThreads, ceilDiv(ceilDiv(a.packs, int64_t{kRmsNormWidePacks}), int64_t{32}) * 32);
+    bool const two = pair && 2 * rowThreads <= kRmsNormWideThreads;
+    auto const grid = two ? ceilDiv(a.rows, int64_t{2}) : static_cast<unsigned>(a.rows);
+    auto const block = static_cast<unsigned>(two ? 2 * rowThreads : rowThreads);
+    auto const kernel = two ? rmsNormWide<T, N, 2> : rmsNormWide<T, N, 1>;
+    kernel<<<grid, block, 0, stream>>>(a.x, a.weight, a.y, a.rows, a.packs, a.invLength, a.eps);
     return cudaGetLastError();
 }
 
@@ -372,7 +379,8 @@ cudaError_t launchPacked(RmsNormLayout layout, void const* x, void const* weight
             case RmsNormLayout::kResidentStreaming:
                 return launchResident<T, N, true>(a, stream);
             case RmsNormLayout::kWideRow:
-                return launchWide<T, N>(a, stream);
+            case RmsNormLayout::kWideRowPair:
+                return launchWide<T, N>(a, layout == RmsNormLayout::kWideRowPair, stream);
             case RmsNormLayout::kBulkRing:
                 return rmsNormBulkAvailable() ? launchBulkRing(a, stream)
                                               : launchResident<T, N, false>(a, stream);
