@@ -26,19 +26,16 @@ enum class RmsNormLayout : int32_t
     kResident = 6,
     kResidentStreaming = 7,  // the same, x loaded evict-first (__ldcs: it is read once)
     // A row a block sized by the row: 2 packs a thread, packs / 2 threads (a warp's multiple, at most 1,024;
-    // FP16/BF16 8,192: 512 threads, four blocks an SM), registers capped at 32 so that an SM holds 2,048 of
-    // these threads: the loads of four 16 KiB rows in flight an SM, a block's whole life a load, a barrier
-    // and a store. (1,024 threads of 1 pack each, two rows an SM: 48.6-49.2 us there on the H200, 25 %
-    // slower.)
+    // FP16/BF16 8,192: 512 threads, four blocks an SM; FP32 1,024: 128), registers capped at 32 so that an
+    // SM holds 2,048 of these threads: a block's whole life a load, a barrier and a store. (1,024 threads
+    // of 1 pack each, the sizing before, two rows an SM: 48.6-49.2 us at FP16/BF16 4096 x 8192 on the H200
+    // against 37.8-38.2 now.)
     kWideRow = 8,
-    // The same rows two a block (a block of 2 x packs / 2 threads; rows over 1,024 packs one a block): the
-    // block retires when both rows are stored.
-    kWideRowPair = 9,
     // sm_90+ (rmsNormBulkAvailable()): resident blocks of 256 threads keep their next 3-4 rows in flight in a
     // ring of shared-memory stages that the bulk copy engine fills (cp.async.bulk, an mbarrier a stage),
     // reduce each row from there and store it from registers (rms_norm_bulk.cu). Elsewhere: kResident.
     // Last: the tactics every GPU has come first.
-    kBulkRing = 10,
+    kBulkRing = 9,
 };
 
 //! kWideRow's most threads a block (and a row) and the packs each holds at most.
@@ -71,7 +68,6 @@ constexpr int64_t threadsPerRow(RmsNormLayout layout)
         case RmsNormLayout::k128Cached:
             return 128;
         case RmsNormLayout::kWideRow:
-        case RmsNormLayout::kWideRowPair:
             return kRmsNormWideThreads;  // at most (packs / 2 threads a row)
         default:  // a block's layouts; the resident ones at most (their rows' threads vary with the length)
             return 256;
@@ -81,8 +77,7 @@ constexpr int64_t threadsPerRow(RmsNormLayout layout)
 //! The longest row (elements) a cached layout holds, for elements of `elementBytes` (4 or 2).
 constexpr int64_t rmsNormCachedLength(RmsNormLayout layout, int64_t elementBytes)
 {
-    bool const wide = layout == RmsNormLayout::kWideRow || layout == RmsNormLayout::kWideRowPair;
-    int64_t const packs = wide ? kRmsNormWidePacks : kRmsNormCachedPacks;
+    int64_t const packs = layout == RmsNormLayout::kWideRow ? kRmsNormWidePacks : kRmsNormCachedPacks;
     return packs * threadsPerRow(layout) * (16 / elementBytes);
 }
 

@@ -13,7 +13,7 @@ namespace
 {
 constexpr int32_t kMaxRank = 8;
 // Tactic t >= 1 runs layout t - 1 (rms_norm_kernel.h's order); the last, kBulkRing, only where it runs.
-constexpr int32_t kEveryGpuLayouts = static_cast<int32_t>(RmsNormLayout::kWideRowPair) + 1;
+constexpr int32_t kEveryGpuLayouts = static_cast<int32_t>(RmsNormLayout::kWideRow) + 1;
 
 bool isFloat(DataType type)
 {
