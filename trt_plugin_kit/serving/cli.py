@@ -126,12 +126,6 @@ def make_server(args: argparse.Namespace, variant: str) -> TritonServer:
     )
 
 
-def killed_by_signal(server) -> bool:
-    """tritonserver ended by a signal (an abort, a segfault): a crash, not a configuration it refused."""
-    process = server.process
-    return process is not None and process.poll() is not None and process.returncode < 0
-
-
 def supervise(args: argparse.Namespace, variant: str) -> int:
     """Start, watch and restart tritonserver until a stop signal; returns the exit code of serve.py."""
     backoff, restarts, served, early_crashes = BACKOFF_FIRST_S, 0, False, 0
@@ -151,7 +145,7 @@ def supervise(args: argparse.Namespace, variant: str) -> int:
             # A server that never came up, a port another process holds: configuration, not a crash. But
             # Triton 2.51 can abort while its models load under load (a Boost.Interprocess lock_exception in
             # the Python backend, seen in CI at cbaf18e): a first start killed by a signal is tried again.
-            crash = killed_by_signal(server) and early_crashes < EARLY_CRASH_RETRIES
+            crash = server.killed_by_signal() and early_crashes < EARLY_CRASH_RETRIES
             if isinstance(error, PortTaken) or (not served and not crash):
                 raise
             early_crashes += not served

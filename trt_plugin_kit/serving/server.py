@@ -469,6 +469,12 @@ class TritonServer:
                 failures.append(f"model '{match[1]}' failed to load: {match[3].rstrip(chr(34))}")
         return list(dict.fromkeys(failures))
 
+    def killed_by_signal(self) -> bool:
+        """tritonserver ended by a signal (an abort, a segfault): a crash, not a configuration it refused.
+        Read it before stop(), which forgets the process."""
+        process = self.process
+        return process is not None and process.poll() is not None and process.returncode < 0
+
     def loaded_models(self) -> list[str]:
         """The models tritonserver serves (once ready), as the edge read them from its repository index."""
         try:
