@@ -22,6 +22,7 @@ Ports and address also come from TRITON_HTTP_PORT, TRITON_GRPC_PORT, TRITON_METR
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import os
 import signal
 import sys
@@ -43,6 +44,7 @@ from trt_plugin_kit.tritonserver.options import add_server_location_arguments
 MODELS_ENV = "TRITON_SERVE_MODELS"
 BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 30.0
+EXIT_STACKS_AFTER_S = 10  # a stopped serve that has not exited by then says where it waits
 EARLY_CRASH_RETRIES = 2  # starts killed by a signal before the server was ever ready, tried again
 STABLE_AFTER_S = 60.0  # a server that stayed up this long resets the back-off
 
@@ -182,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     except _Stop as stop:
         _say(f"\n{stop} received, stopping Triton ...".lstrip("\n"))
         _say("Triton stopped.")
+        # Everything it started has ended; a process still here after EXIT_STACKS_AFTER_S prints where each of
+        # its threads waits (seen once in CI: "Triton stopped." and no exit within 30 s).
+        faulthandler.dump_traceback_later(EXIT_STACKS_AFTER_S)
         return 0
     except ServingError as error:
         _say(f"error: {error}", error=True)
