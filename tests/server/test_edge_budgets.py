@@ -492,30 +492,37 @@ def rss_of(pid: int) -> int:
     raise AssertionError("no VmRSS")
 
 
-class HonestHttp(Honest):
-    """The same honest client over HTTP, against the whole server (binary tensors): l2norm, or mnist where
-    the attack is allowed work on l2norm itself (a model's queue is first come, first served)."""
+class HonestTritonClient(Honest):
+    """The same honest client through tritonclient, over HTTP (binary tensors) or gRPC, against the whole
+    server: l2norm, or mnist where the attack is allowed work on l2norm itself (a model's queue is first
+    come, first served)."""
 
-    def __init__(self, front, model: str = "l2norm"):
-        super().__init__(front)
-        self.model = model
+    def __init__(self, server, protocol: str, model: str = "l2norm"):
+        super().__init__(server)
+        self.protocol, self.model = protocol, model
 
     def _run(self) -> None:
         import numpy as np  # noqa: PLC0415
+        import tritonclient.grpc as grpcclient  # noqa: PLC0415
         import tritonclient.http as httpclient  # noqa: PLC0415
 
-        client = httpclient.InferenceServerClient(url=self.front.http_url, network_timeout=10)
+        if self.protocol == "grpc":
+            module, timeout = grpcclient, {"client_timeout": 10}
+            client = grpcclient.InferenceServerClient(self.front.grpc_url)
+        else:
+            module, timeout = httpclient, {}
+            client = httpclient.InferenceServerClient(url=self.front.http_url, network_timeout=10)
         if self.model == "mnist":
-            tensor = httpclient.InferInput("image", [1, 1, 28, 28], "FP32")
+            tensor = module.InferInput("image", [1, 1, 28, 28], "FP32")
             tensor.set_data_from_numpy(np.zeros((1, 1, 28, 28), dtype=np.float32))
         else:
-            tensor = httpclient.InferInput("vector", [1, 2], "FP32")
+            tensor = module.InferInput("vector", [1, 2], "FP32")
             tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
         try:
             while not self.stop.is_set():
                 started = time.monotonic()
                 try:
-                    client.infer(self.model, [tensor])
+                    client.infer(self.model, [tensor], **timeout)
                     status = "OK"
                 except Exception as error:  # noqa: BLE001 - kept, and asserted on
                     status = f"{type(error).__name__}: {error}"
@@ -549,7 +556,7 @@ def test_http_bodies_past_the_byte_budget_are_refused_at_once_and_memory_returns
         "Inference-Header-Content-Length: 2\r\n\r\n{}"
     ).encode()
     connections, answers = [], []
-    with HonestHttp(triton_server):
+    with HonestTritonClient(triton_server, "http"):
         for _ in range(48):
             connection = http_attacker(triton_server)
             connection.sendall(head)
@@ -628,7 +635,7 @@ def test_http_answers_not_read_are_budgeted_and_end_with_their_deadline(triton_s
     rss_before = rss_of(edge)
     request = classification_request()
     connections, outcomes, grown = [], {}, 0
-    with HonestHttp(triton_server, model="mnist"):
+    with HonestTritonClient(triton_server, "http", model="mnist"):
         for _ in range(64):  # 64 x 4.1 MB: well past the peer's share, well below its connection cap
             connection = http_attacker(triton_server, receive_buffer=4096)
             connection.sendall(request)
@@ -662,7 +669,7 @@ def test_http_connections_past_the_peer_cap_are_reset_at_accept(triton_server):
     limits.MAX_CONNECTIONS_PER_PEER are reset at once, whatever they would send."""
     edge = triton_server.edge_process.pid
     connections, reset = [], 0
-    with HonestHttp(triton_server):
+    with HonestTritonClient(triton_server, "http"):
         for _ in range(limits.MAX_CONNECTIONS_PER_PEER + 72):
             try:
                 connections.append(http_attacker(triton_server))
@@ -774,38 +781,6 @@ def big_progressive_jpeg() -> bytes:
     return buffer.getvalue()
 
 
-class HonestGrpc(Honest):
-    """The honest gRPC client against the whole server, on one of its models."""
-
-    def __init__(self, server, model: str):
-        super().__init__(server)
-        self.model = model
-
-    def _run(self) -> None:
-        import numpy as np  # noqa: PLC0415
-        import tritonclient.grpc as grpcclient  # noqa: PLC0415
-
-        client = grpcclient.InferenceServerClient(self.front.grpc_url)
-        if self.model == "mnist":
-            tensor = grpcclient.InferInput("image", [1, 1, 28, 28], "FP32")
-            tensor.set_data_from_numpy(np.zeros((1, 1, 28, 28), dtype=np.float32))
-        else:
-            tensor = grpcclient.InferInput("vector", [1, 2], "FP32")
-            tensor.set_data_from_numpy(np.array([[3.0, 4.0]], dtype=np.float32))
-        try:
-            while not self.stop.is_set():
-                started = time.monotonic()
-                try:
-                    client.infer(self.model, [tensor], client_timeout=10)
-                    status = "OK"
-                except Exception as error:  # noqa: BLE001 - kept, and asserted on
-                    status = f"{type(error).__name__}: {error}"
-                self.results.append((time.monotonic() - started, status))
-                time.sleep(0.05)
-        finally:
-            client.close()
-
-
 def pipeline_flood_request() -> tuple[bytes, dict]:
     """One mnist_pipeline request of 64 large progressive JPEGs (12.9 MB, within every limit), in
     tritonclient's binary form: its body and headers."""
@@ -842,10 +817,10 @@ def test_a_pipeline_flood_does_not_slow_the_direct_models(triton_server):
             connection.close()
 
     honest = [
-        HonestHttp(triton_server, model="mnist"),
-        HonestHttp(triton_server, model="l2norm"),
-        HonestGrpc(triton_server, "mnist"),
-        HonestGrpc(triton_server, "l2norm"),
+        HonestTritonClient(triton_server, "http", model="mnist"),
+        HonestTritonClient(triton_server, "http", model="l2norm"),
+        HonestTritonClient(triton_server, "grpc", "mnist"),
+        HonestTritonClient(triton_server, "grpc", "l2norm"),
     ]
     with contextlib.ExitStack() as stack:
         for client in honest:
