@@ -176,6 +176,54 @@ __device__ __forceinline__ void keepPacked(P& p)
     }
 }
 
+//! A thread's packs of one row held in registers: packs lane, lane + stride, ... below `live` (the row's
+//! packs; 0 for a row past the end). The register kernels' three steps, each a loop the compiler unrolls.
+template <int Packs, typename P>
+__device__ __forceinline__ void loadRow(P (&v)[Packs], P const* in, int lane, int stride, int64_t live)
+{
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        if (lane + static_cast<int64_t>(i) * stride < live)
+        {
+            v[i] = in[lane + i * stride];
+        }
+    }
+}
+
+//! The sum of squares of the thread's live packs, each kept packed for the store (keepPacked).
+template <int Packs, typename P>
+__device__ __forceinline__ float sumRow(P (&v)[Packs], int lane, int stride, int64_t live)
+{
+    float sum = 0.F;
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        if (lane + static_cast<int64_t>(i) * stride < live)
+        {
+            sum += sumSquares(v[i]);
+        }
+        keepPacked(v[i]);
+    }
+    return sum;
+}
+
+//! The thread's live packs scaled by `scale` and their weight packs, stored streaming.
+template <int Packs, typename P>
+__device__ __forceinline__ void storeRow(P* out, P const (&v)[Packs], P const* gain, float scale, int lane,
+                                         int stride, int64_t live)
+{
+#pragma unroll
+    for (int i = 0; i < Packs; ++i)
+    {
+        int64_t const p = lane + static_cast<int64_t>(i) * stride;
+        if (p < live)
+        {
+            storeStreaming(&out[p], scaled(v[i], gain[p], scale));
+        }
+    }
+}
+
 //! A 16-byte pack loaded evict-first (`Streaming`: read once) or through the read-only cache.
 template <bool Streaming, typename P>
 __device__ __forceinline__ P loadPack(P const* at)

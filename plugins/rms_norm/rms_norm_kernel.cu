@@ -31,36 +31,11 @@ __global__ void __launch_bounds__(kBlock)
     int64_t const live = row < rows ? packs : 0;  // packs this thread's row has (none past the end)
     P const* in = reinterpret_cast<P const*>(x) + row * packs;
     P v[Packs];
-#pragma unroll
-    for (int i = 0; i < Packs; ++i)
-    {
-        if (lane + static_cast<int64_t>(i) * Threads < live)
-        {
-            v[i] = in[lane + i * Threads];
-        }
-    }
-    float sum = 0.F;
-#pragma unroll
-    for (int i = 0; i < Packs; ++i)
-    {
-        if (lane + static_cast<int64_t>(i) * Threads < live)
-        {
-            sum += sumSquares(v[i]);
-        }
-        keepPacked(v[i]);
-    }
+    loadRow(v, in, lane, Threads, live);
+    float const sum = sumRow(v, lane, Threads, live);
     float const scale = rsqrtf(rowSum<Threads>(sum, 0) * invLength + eps);
-    P const* gain = reinterpret_cast<P const*>(weight);
-    P* out = reinterpret_cast<P*>(y) + row * packs;
-#pragma unroll
-    for (int i = 0; i < Packs; ++i)
-    {
-        int64_t const p = lane + static_cast<int64_t>(i) * Threads;
-        if (p < live)
-        {
-            storeStreaming(&out[p], scaled(v[i], gain[p], scale));
-        }
-    }
+    storeRow(reinterpret_cast<P*>(y) + row * packs, v, reinterpret_cast<P const*>(weight), scale, lane,
+             Threads, live);
 }
 
 //! Resident blocks walking the rows (RmsNormLayout::kResident): a block takes row groups blockIdx.x,
@@ -100,16 +75,7 @@ __global__ void __launch_bounds__(kBlock, MinBlocks)
     for (int64_t group = blockIdx.x; group < groups; group += gridDim.x)
     {
         int64_t const live = row < rows ? packs : 0;
-        float sum = 0.F;
-#pragma unroll
-        for (int i = 0; i < Packs; ++i)
-        {
-            if (lane + static_cast<int64_t>(i) * Threads < live)
-            {
-                sum += sumSquares(v[i]);
-            }
-            keepPacked(v[i]);
-        }
+        float const sum = sumRow(v, lane, Threads, live);
         float const scale = rsqrtf(rowSum<Threads>(sum, parity) * invLength + eps);
         parity ^= 1;
         int64_t const next = row + rowStride;
@@ -138,12 +104,22 @@ __global__ void __launch_bounds__(kBlock, MinBlocks)
     }
 }
 
+// rmsNormWide's register cap: two blocks of kRmsNormWideThreads where an SM holds 2,048 threads (sm_80,
+// sm_90, sm_100); one where it holds 1,024 or 1,536 (sm_75, sm_86, sm_87, sm_89, sm_120), whose ptxas
+// ignores a cap of two with a warning.
+#if defined(__CUDA_ARCH__) && \
+    (__CUDA_ARCH__ == 750 || (__CUDA_ARCH__ >= 860 && __CUDA_ARCH__ < 900) || __CUDA_ARCH__ >= 1200)
+constexpr int kWideBlocksPerSm = 1;
+#else
+constexpr int kWideBlocksPerSm = 2;
+#endif
+
 //! RmsNormLayout::kWideRow for rows of at most kRmsNormWideThreads packs: row blockIdx.x held by the block's
 //! threads (a multiple of 32, packs / 2 of them), up to kRmsNormWidePacks packs each (p = lane, lane +
 //! blockDim.x). One barrier: each warp's partial sum to shared memory, then every warp sums its row's
 //! partials itself. The register cap (2 blocks of 1,024) lets an SM hold 2,048 threads whatever the block.
 template <typename T, int N>
-__global__ void __launch_bounds__(kRmsNormWideThreads, 2)
+__global__ void __launch_bounds__(kRmsNormWideThreads, kWideBlocksPerSm)
     rmsNormWide(T const* __restrict__ x, T const* __restrict__ weight, T* __restrict__ y, int64_t rows,
                 int64_t packs, float invLength, float eps)
 {
@@ -158,25 +134,8 @@ __global__ void __launch_bounds__(kRmsNormWideThreads, 2)
     int64_t const live = row < rows ? packs : 0;  // packs this thread's row has (none past the end)
     P const* in = reinterpret_cast<P const*>(x) + row * packs;
     P v[kPacks];
-#pragma unroll
-    for (int i = 0; i < kPacks; ++i)
-    {
-        if (lane + static_cast<int64_t>(i) * rowThreads < live)
-        {
-            v[i] = in[lane + i * rowThreads];
-        }
-    }
-    float sum = 0.F;
-#pragma unroll
-    for (int i = 0; i < kPacks; ++i)
-    {
-        if (lane + static_cast<int64_t>(i) * rowThreads < live)
-        {
-            sum += sumSquares(v[i]);
-        }
-        keepPacked(v[i]);
-    }
-    sum = warpSum(sum);
+    loadRow(v, in, lane, rowThreads, live);
+    float const sum = warpSum(sumRow(v, lane, rowThreads, live));
     if (tid % 32 == 0)
     {
         partial[tid / 32] = sum;
@@ -186,17 +145,8 @@ __global__ void __launch_bounds__(kRmsNormWideThreads, 2)
     int const firstWarp = tid / rowThreads * rowWarps;
     float const mine = tid % 32 < rowWarps ? partial[firstWarp + tid % 32] : 0.F;
     float const scale = rsqrtf(warpSum(mine) * invLength + eps);
-    P const* gain = reinterpret_cast<P const*>(weight);
-    P* out = reinterpret_cast<P*>(y) + row * packs;
-#pragma unroll
-    for (int i = 0; i < kPacks; ++i)
-    {
-        int64_t const p = lane + static_cast<int64_t>(i) * rowThreads;
-        if (p < live)
-        {
-            storeStreaming(&out[p], scaled(v[i], gain[p], scale));
-        }
-    }
+    storeRow(reinterpret_cast<P*>(y) + row * packs, v, reinterpret_cast<P const*>(weight), scale, lane,
+             rowThreads, live);
 }
 
 //! RmsNormLayout::kWideRow for longer rows: row blockIdx.x held by the block's kRmsNormWideThreads threads,
@@ -216,42 +166,16 @@ __global__ void __launch_bounds__(kRmsNormWideThreads)
     int const tid = static_cast<int>(threadIdx.x);
     P const* in = reinterpret_cast<P const*>(x) + static_cast<int64_t>(blockIdx.x) * packs;
     P v[kPacks];
-    float sum = 0.F;
-#pragma unroll
-    for (int i = 0; i < kPacks; ++i)
-    {
-        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
-        {
-            v[i] = in[tid + i * kRmsNormWideThreads];
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < kPacks; ++i)
-    {
-        if (tid + static_cast<int64_t>(i) * kRmsNormWideThreads < packs)
-        {
-            sum += sumSquares(v[i]);
-        }
-        keepPacked(v[i]);
-    }
-    sum = warpSum(sum);
+    loadRow(v, in, tid, kRmsNormWideThreads, packs);
+    float const sum = warpSum(sumRow(v, tid, kRmsNormWideThreads, packs));
     if (tid % 32 == 0)
     {
         partial[tid / 32] = sum;
     }
     __syncthreads();
     float const scale = rsqrtf(warpSum(partial[tid % 32]) * invLength + eps);
-    P const* gain = reinterpret_cast<P const*>(weight);
-    P* out = reinterpret_cast<P*>(y) + static_cast<int64_t>(blockIdx.x) * packs;
-#pragma unroll
-    for (int i = 0; i < kPacks; ++i)
-    {
-        int64_t const p = tid + static_cast<int64_t>(i) * kRmsNormWideThreads;
-        if (p < packs)
-        {
-            storeStreaming(&out[p], scaled(v[i], gain[p], scale));
-        }
-    }
+    storeRow(reinterpret_cast<P*>(y) + static_cast<int64_t>(blockIdx.x) * packs, v,
+             reinterpret_cast<P const*>(weight), scale, tid, kRmsNormWideThreads, packs);
 }
 
 //! `Threads` threads a row (32: a warp, kBlock rows / 32 rows a block; kBlock: the whole block).
